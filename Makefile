@@ -1,0 +1,49 @@
+# nodekit — build, test and run targets. Every target that needs host packages runs `deps` first.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/nodekit
+IMAGES_DIR ?= _output/images
+GOTEST_FLAGS ?= -count=1 -p 2 -timeout 28m
+# containerd 2.x built from the module proxy, cached outside the repo so CI can reuse it.
+CONTAINERD2_VERSION ?= v2.4.2
+CONTAINERD2_DIR ?= /var/cache/nodekit/containerd-$(CONTAINERD2_VERSION)
+
+.PHONY: all deps build images test test-containerd2 containerd2 up bench clean
+
+all: build
+
+deps:
+	@hack/install-deps.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/nodekit
+
+images: build
+	$(BIN) images build --out $(IMAGES_DIR)
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test $(GOTEST_FLAGS) ./...
+	@if [ -x $(CONTAINERD2_DIR)/bin/containerd ]; then $(MAKE) --no-print-directory test-containerd2; \
+	else echo "containerd $(CONTAINERD2_VERSION) is not built in $(CONTAINERD2_DIR): run 'make containerd2' to add that leg"; fi
+
+# The runtime e2e leg against containerd 2.x (needs `make containerd2` once).
+test-containerd2: build
+	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
+		$(GO) test $(GOTEST_FLAGS) ./runtime/... ./crictl/... ./test/e2e/runtime/...
+
+containerd2:
+	mkdir -p $(CONTAINERD2_DIR)/bin
+	GOBIN=$(abspath $(CONTAINERD2_DIR))/bin CGO_ENABLED=1 $(GO) install -tags "no_btrfs no_devmapper no_zfs" \
+		github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD2_VERSION) \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD2_VERSION) \
+		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD2_VERSION)
+
+up: deps build
+	$(BIN) up
+
+bench: deps build
+	bench/run.sh
+
+clean:
+	rm -rf bin _output

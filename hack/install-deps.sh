@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs, idempotently and quietly, what a nodekit node and nodekit's tests need on Debian 12 / Ubuntu:
+# containerd, runc, the CNI reference plugins (a benchmark peer and fallback), iptables, conntrack, ipset,
+# iproute2, etcdctl, and kubectl (Debian's kubernetes-client, unless a kubectl is already installed).
+# Safe to rerun: it does nothing and prints nothing when everything is present.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: run as root (apt-get install needs it)" >&2
+	exit 1
+fi
+
+# command -> Debian package
+declare -A want=(
+	[containerd]=containerd
+	[runc]=runc
+	[iptables]=iptables
+	[iptables-restore]=iptables
+	[conntrack]=conntrack
+	[ipset]=ipset
+	[ip]=iproute2
+	[etcdctl]=etcd-client
+	[kubectl]=kubernetes-client
+	[curl]=curl
+	[git]=git
+	[make]=make
+	[gcc]=gcc
+)
+# files -> Debian package
+declare -A want_files=(
+	[/usr/lib/cni/bridge]=containernetworking-plugins
+)
+
+missing=()
+for cmd in "${!want[@]}"; do
+	command -v "$cmd" >/dev/null 2>&1 || missing+=("${want[$cmd]}")
+done
+for f in "${!want_files[@]}"; do
+	[ -e "$f" ] || missing+=("${want_files[$f]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
+echo "install-deps: installing ${pkgs[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
