@@ -1,0 +1,161 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestParseEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, wantErr string
+	}{
+		{in: "unix:///run/containerd/containerd.sock", want: "/run/containerd/containerd.sock"},
+		{in: "/run/x.sock", want: "/run/x.sock"},
+		{in: "unix:/run/x.sock", want: "/run/x.sock"},
+		{in: "  unix:///a/b/../c.sock ", want: "/a/c.sock"},
+		{in: "", wantErr: "CRI endpoint is empty"},
+		{in: "tcp://127.0.0.1:1234", wantErr: `scheme "tcp" is not supported`},
+		{in: "npipe:////./pipe/containerd", wantErr: `scheme "npipe" is not supported`},
+		{in: "unix://run/x.sock", wantErr: "did you mean unix:///run/x.sock?"},
+		{in: "unix://", wantErr: "need an absolute path"},
+		{in: "unix:", wantErr: "socket path is empty"},
+	} {
+		got, err := ParseEndpoint(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseEndpoint(%q) = %q, %v; want error containing %q", tc.in, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseEndpoint(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if u, err := EndpointURL("/run/x.sock"); err != nil || u != "unix:///run/x.sock" {
+		t.Errorf("EndpointURL = %q, %v", u, err)
+	}
+}
+
+func TestDialUnreachable(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "missing.sock")
+	_, err := Dial(context.Background(), "unix://"+sock, WithTimeout(2*time.Second))
+	var ue *UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Dial to missing socket: got %T %v, want *UnreachableError", err, err)
+	}
+	want := "runtime not reachable at unix://" + sock + ": dial unix " + sock + ": connect: no such file or directory"
+	if err.Error() != want {
+		t.Errorf("error = %q\nwant    %q", err.Error(), want)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("status.Code = %v, want Unavailable", status.Code(err))
+	}
+}
+
+// fakeRuntime is a RuntimeService that answers Version with a configurable API version and sleeps in
+// ListContainers, to test the client's checks and deadlines without a real runtime.
+type fakeRuntime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	apiVersion string
+	sleep      time.Duration
+}
+
+func (f *fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "1.0", RuntimeApiVersion: f.apiVersion}, nil
+}
+
+func (f *fakeRuntime) ListContainers(ctx context.Context, _ *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	select {
+	case <-time.After(f.sleep):
+		return &runtimeapi.ListContainersResponse{}, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func serveFake(t *testing.T, rs runtimeapi.RuntimeServiceServer) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	if rs != nil {
+		runtimeapi.RegisterRuntimeServiceServer(s, rs)
+	}
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	return sock
+}
+
+func TestDialChecksVersion(t *testing.T) {
+	ctx := context.Background()
+	sock := serveFake(t, nil)
+	_, err := Dial(ctx, sock)
+	if err == nil || !strings.Contains(err.Error(), "runtime at unix://"+sock+" does not serve CRI v1") {
+		t.Errorf("Dial to a server without RuntimeService: %v", err)
+	}
+
+	sock = serveFake(t, &fakeRuntime{apiVersion: "v1alpha2"})
+	_, err = Dial(ctx, sock)
+	if err == nil || !strings.Contains(err.Error(), `speaks CRI "v1alpha2", nodekit needs "v1"`) {
+		t.Errorf("Dial to a v1alpha2 runtime: %v", err)
+	}
+}
+
+func TestTimeoutsAndCgroupDriverFallback(t *testing.T) {
+	ctx := context.Background()
+	sock := serveFake(t, &fakeRuntime{apiVersion: "v1", sleep: time.Second})
+	c, err := Dial(ctx, sock, WithTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Endpoint() != "unix://"+sock || c.ImageEndpoint() != c.Endpoint() {
+		t.Errorf("endpoints = %q, %q", c.Endpoint(), c.ImageEndpoint())
+	}
+	start := time.Now()
+	_, err = c.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 900*time.Millisecond {
+		t.Errorf("ListContainers with a 100ms default timeout: %v after %v", err, time.Since(start))
+	}
+	// A caller's own deadline wins over the default.
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := c.Runtime().ListContainers(cctx, &runtimeapi.ListContainersRequest{}); err != nil {
+		t.Errorf("ListContainers with a caller deadline of 3s: %v", err)
+	}
+
+	_, err = c.CgroupDriver(ctx)
+	if !errors.Is(err, ErrRuntimeConfigUnimplemented) || !strings.Contains(err.Error(), "fall back") {
+		t.Errorf("CgroupDriver on a runtime without RuntimeConfig: %v", err)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	c := &Client{opts: Options{Timeout: 10 * time.Second, PullTimeout: 2 * time.Minute}}
+	for _, tc := range []struct {
+		req  any
+		want time.Duration
+	}{
+		{&runtimeapi.PullImageRequest{}, 2 * time.Minute},
+		{&runtimeapi.ExecSyncRequest{Timeout: 5}, 15 * time.Second},
+		{&runtimeapi.ExecSyncRequest{}, 0},
+		{&runtimeapi.ListPodSandboxRequest{}, 10 * time.Second},
+	} {
+		if got := c.callTimeout(tc.req); got != tc.want {
+			t.Errorf("callTimeout(%T) = %v, want %v", tc.req, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package cri
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// callTimeout returns the default deadline for one unary CRI call, or 0 for none:
+//   - PullImage: the pull timeout;
+//   - ExecSync with a command timeout of N seconds: N seconds plus the default timeout (the runtime
+//     enforces N itself; the margin lets its answer arrive), and no deadline when N is 0 (the CRI
+//     meaning of "no timeout");
+//   - every other call: the default timeout.
+func (c *Client) callTimeout(req any) time.Duration {
+	switch r := req.(type) {
+	case *runtimeapi.PullImageRequest:
+		return c.opts.PullTimeout
+	case *runtimeapi.ExecSyncRequest:
+		if r.GetTimeout() <= 0 {
+			return 0
+		}
+		return time.Duration(r.GetTimeout())*time.Second + c.opts.Timeout
+	default:
+		return c.opts.Timeout
+	}
+}
+
+// unaryInterceptor applies the default deadline when the caller's context has none and turns
+// Unavailable errors into *UnreachableError.
+func (c *Client) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := ctx.Deadline(); !ok {
+			if d := c.callTimeout(req); d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+		}
+		return wrapUnreachable(endpoint, invoker(ctx, method, req, reply, cc, opts...))
+	}
+}
+
+// streamInterceptor turns Unavailable errors of stream creation (GetContainerEvents) into
+// *UnreachableError. Streams get no default deadline: they live as long as the caller's context.
+func streamInterceptor(endpoint string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return s, wrapUnreachable(endpoint, err)
+	}
+}
+
+func wrapUnreachable(endpoint string, err error) error {
+	if err != nil && status.Code(err) == codes.Unavailable {
+		return &UnreachableError{Endpoint: endpoint, Err: err}
+	}
+	return err
+}
+
+// unavailableReason extracts the transport's reason from a gRPC Unavailable error, e.g.
+// `connection error: desc = "transport: Error while dialing: dial unix /x.sock: connect: no such file
+// or directory"` becomes "dial unix /x.sock: connect: no such file or directory".
+func unavailableReason(err error) string {
+	msg := status.Convert(err).Message()
+	if i := strings.Index(msg, "desc = "); i >= 0 {
+		msg = strings.Trim(msg[i+len("desc = "):], `"`)
+	}
+	msg = strings.TrimPrefix(msg, "transport: ")
+	msg = strings.TrimPrefix(msg, "Error while dialing: ")
+	msg = strings.TrimPrefix(msg, "error while dialing: ")
+	if msg == "" {
+		msg = "unavailable"
+	}
+	return msg
+}
