@@ -1,0 +1,170 @@
+// Package config loads the kubelet's configuration: a KubeletConfiguration file
+// (kubelet.config.k8s.io/v1beta1, the real type from k8s.io/kubelet/config/v1beta1) overlaid with the
+// command-line flags that were set explicitly, the precedence upstream's kubelet documents ("flags
+// override the config file", https://kubernetes.io/docs/tasks/administer-cluster/kubelet-config-file/).
+//
+// nodekit supports a subset of the fields (see Supported); a file naming a field the type does not have
+// is rejected with an error naming that field, and a file setting a valid field nodekit does not act on
+// is accepted with one warning per field, so an upstream file can be reused as is.
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+// Kind and APIVersion are the type meta every KubeletConfiguration file must carry.
+const (
+	Kind       = "KubeletConfiguration"
+	APIVersion = "kubelet.config.k8s.io/v1beta1"
+)
+
+// Supported lists the top-level KubeletConfiguration fields (their JSON names) that nodekit acts on.
+var Supported = []string{
+	"apiVersion", "kind",
+	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
+	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
+	"clusterDNS", "clusterDomain",
+	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
+	"maxPods", "cgroupDriver", "registerWithTaints", "registerNode",
+	"containerRuntimeEndpoint", "imageServiceEndpoint",
+}
+
+// Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
+// supports (k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1 SetDefaults_KubeletConfiguration), except
+// that anonymous authentication is off: nodekit's kubelet server always requires a client certificate.
+func Default() *kubeletv1beta1.KubeletConfiguration {
+	registerNode := true
+	anonymous := false
+	return &kubeletv1beta1.KubeletConfiguration{
+		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
+		Address:                   "0.0.0.0",
+		Port:                      10250,
+		PodLogsDir:                "/var/log/pods",
+		SyncFrequency:             metav1.Duration{Duration: time.Minute},
+		FileCheckFrequency:        metav1.Duration{Duration: 20 * time.Second},
+		NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
+		NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
+		NodeLeaseDurationSeconds:  40,
+		MaxPods:                   110,
+		CgroupDriver:              "cgroupfs",
+		RegisterNode:              &registerNode,
+		ContainerRuntimeEndpoint:  "unix:///run/containerd/containerd.sock",
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
+		},
+	}
+}
+
+// LoadFile decodes the KubeletConfiguration YAML (or JSON) file at path over Default() and validates it.
+// Errors name the file and the reason: unreadable file, wrong apiVersion/kind, a field the v1beta1 type
+// does not have (`unknown field "fooBar"`), a value of the wrong type, or a Validate failure. Fields
+// nodekit does not support are logged once each at warn level and otherwise ignored.
+func LoadFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet config: %w", err)
+	}
+	cfg, ignored, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet config %s: %w", path, err)
+	}
+	for _, f := range ignored {
+		slog.Warn("kubelet config field not supported by nodekit, ignored", "file", path, "field", f)
+	}
+	return cfg, nil
+}
+
+// Decode is LoadFile on bytes: it returns the configuration and the sorted names of the top-level
+// fields that were set but are not in Supported.
+func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, []string, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, nil, fmt.Errorf("not a YAML or JSON object: %w", err)
+	}
+	if tm.APIVersion != APIVersion || tm.Kind != Kind {
+		return nil, nil, fmt.Errorf("apiVersion/kind is %q/%q, want %q/%q", tm.APIVersion, tm.Kind, APIVersion, Kind)
+	}
+	cfg := Default()
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, nil, err
+	}
+	var fields map[string]any
+	if err := yaml.Unmarshal(bytes.TrimSpace(data), &fields); err != nil {
+		return nil, nil, err
+	}
+	var ignored []string
+	for f := range fields {
+		if !slices.Contains(Supported, f) {
+			ignored = append(ignored, f)
+		}
+	}
+	sort.Strings(ignored)
+	if err := Validate(cfg); err != nil {
+		return nil, nil, err
+	}
+	return cfg, ignored, nil
+}
+
+// Validate checks the supported fields: port 1-65535, positive frequencies and lease duration, maxPods
+// > 0, cgroupDriver cgroupfs or systemd, well-formed taints, and anonymous authentication off. The error
+// names the field.
+func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
+	switch {
+	case c.Port < 1 || c.Port > 65535:
+		return fmt.Errorf("port: %d is not in 1-65535", c.Port)
+	case c.SyncFrequency.Duration <= 0:
+		return fmt.Errorf("syncFrequency: %v must be positive", c.SyncFrequency.Duration)
+	case c.FileCheckFrequency.Duration <= 0:
+		return fmt.Errorf("fileCheckFrequency: %v must be positive", c.FileCheckFrequency.Duration)
+	case c.NodeStatusUpdateFrequency.Duration <= 0:
+		return fmt.Errorf("nodeStatusUpdateFrequency: %v must be positive", c.NodeStatusUpdateFrequency.Duration)
+	case c.NodeStatusReportFrequency.Duration < c.NodeStatusUpdateFrequency.Duration:
+		return fmt.Errorf("nodeStatusReportFrequency: %v must not be shorter than nodeStatusUpdateFrequency (%v)", c.NodeStatusReportFrequency.Duration, c.NodeStatusUpdateFrequency.Duration)
+	case c.NodeLeaseDurationSeconds <= 0:
+		return fmt.Errorf("nodeLeaseDurationSeconds: %d must be positive", c.NodeLeaseDurationSeconds)
+	case c.MaxPods <= 0:
+		return fmt.Errorf("maxPods: %d must be positive", c.MaxPods)
+	case c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd":
+		return fmt.Errorf("cgroupDriver: %q is not cgroupfs or systemd", c.CgroupDriver)
+	case c.ContainerRuntimeEndpoint == "" && c.ImageServiceEndpoint != "":
+		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")
+	case c.Authentication.Anonymous.Enabled != nil && *c.Authentication.Anonymous.Enabled:
+		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate")
+	case (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == ""):
+		return fmt.Errorf("tlsCertFile/tlsPrivateKeyFile: set both or neither")
+	}
+	for i, t := range c.RegisterWithTaints {
+		if err := validateTaint(t); err != nil {
+			return fmt.Errorf("registerWithTaints[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validateTaint(t v1.Taint) error {
+	if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+		return fmt.Errorf("key %q: %s", t.Key, errs[0])
+	}
+	if t.Value != "" {
+		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+			return fmt.Errorf("value %q: %s", t.Value, errs[0])
+		}
+	}
+	switch t.Effect {
+	case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		return nil
+	}
+	return fmt.Errorf("effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+}
