@@ -50,9 +50,9 @@ type ProbeManager interface {
 // has a readiness probe or a startup probe (a probe that has not succeeded means not ready).
 type noProber struct{}
 
-func (noProber) AddPod(*v1.Pod)                {}
-func (noProber) RemovePod(*v1.Pod)             {}
-func (noProber) Results() <-chan ProbeResult   { return nil }
+func (noProber) AddPod(*v1.Pod)              {}
+func (noProber) RemovePod(*v1.Pod)           {}
+func (noProber) Results() <-chan ProbeResult { return nil }
 func (noProber) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 	probes := map[string]*v1.Container{}
 	for i := range pod.Spec.InitContainers {
