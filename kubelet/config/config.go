@@ -10,6 +10,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -96,9 +98,17 @@ func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, []string, error)
 	if tm.APIVersion != APIVersion || tm.Kind != Kind {
 		return nil, nil, fmt.Errorf("apiVersion/kind is %q/%q, want %q/%q", tm.APIVersion, tm.Kind, APIVersion, Kind)
 	}
-	cfg := Default()
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
 		return nil, nil, err
+	}
+	cfg := Default()
+	strictErrs, err := sigsjson.UnmarshalStrict(js, cfg, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(strictErrs) > 0 {
+		return nil, nil, errors.Join(strictErrs...)
 	}
 	var fields map[string]any
 	if err := yaml.Unmarshal(bytes.TrimSpace(data), &fields); err != nil {
