@@ -293,9 +293,9 @@ const annotationControllerManagedAttachDetach = "volumes.kubernetes.io/controlle
 // defaultLabels are the labels the kubelet owns and reconciles on an existing Node.
 func (c *Controller) defaultLabels() map[string]string {
 	return map[string]string{
-		v1.LabelHostname:         c.cfg.Hostname,
-		v1.LabelOSStable:         runtime.GOOS,
-		v1.LabelArchStable:       runtime.GOARCH,
+		v1.LabelHostname:          c.cfg.Hostname,
+		v1.LabelOSStable:          runtime.GOOS,
+		v1.LabelArchStable:        runtime.GOARCH,
 		"beta.kubernetes.io/os":   runtime.GOOS,
 		"beta.kubernetes.io/arch": runtime.GOARCH,
 	}
