@@ -1,0 +1,525 @@
+// Package containerd runs containerd for nodekit: it generates containerd's config for the installed
+// release (config version 2 for 1.x, 3 for 2.x), starts containerd as a supervised child with its own
+// root, state and socket (never /run/containerd), waits until the CRI v1 endpoint answers, restarts it
+// with backoff when it dies, and stops it cleanly. With an existing endpoint it only connects. It also
+// imports OCI image archives into containerd's k8s.io namespace (import.go) and writes registry host
+// configs (hosts.go).
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// DefaultCNIBinDirs are searched for CNI plugins when Config.CNIBinDirs is empty: Debian's
+// containernetworking-plugins location first, then the upstream convention.
+var DefaultCNIBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
+
+// Config describes the containerd nodekit uses. Either Endpoint is set (an existing runtime: nodekit
+// only connects) or Dir is (a managed child).
+type Config struct {
+	// Endpoint names an existing CRI runtime, e.g. "unix:///run/containerd/containerd.sock". When set,
+	// every other field except Logger and StartTimeout is ignored.
+	Endpoint string
+
+	// Dir holds the managed containerd's generated config.toml and, unless overridden below, its root
+	// (Dir/root), state (Dir/state), socket (Dir/containerd.sock) and registry hosts (Dir/certs.d).
+	Dir string
+	// Binary is the containerd executable; default "containerd" looked up in PATH. Its directory is
+	// put first in the child's PATH so containerd finds the shim (containerd-shim-runc-v2) built with it.
+	Binary string
+	// Root, State and Address override containerd's --root, --state and socket path.
+	Root, State, Address string
+	// SandboxImage is the pod sandbox image; default images.Pause.
+	SandboxImage string
+	// CNIBinDirs are the CNI plugin directories (default: those of DefaultCNIBinDirs that exist).
+	// containerd 1.x takes one directory: several are merged into Dir/cni-bin as symlinks, the first
+	// directory winning for a plugin present in several.
+	CNIBinDirs []string
+	// CNIConfDir is the CNI config directory; default Dir/net.d (created if missing).
+	CNIConfDir string
+	// CgroupDriver is "cgroupfs" or "systemd"; empty means DetectCgroupDriver.
+	CgroupDriver string
+	// RestrictOOMScoreAdj overrides the capability check (HasCapSysResource); nil means detect.
+	RestrictOOMScoreAdj *bool
+	// RegistryConfigPath is the CRI registry hosts directory; default Dir/certs.d.
+	RegistryConfigPath string
+	// LogLevel is containerd's own log level; default "info" (logged at slog Debug, see logPump).
+	LogLevel string
+	// Logger receives the supervisor's events and containerd's log lines (component=containerd);
+	// default slog.Default().
+	Logger *slog.Logger
+	// StartTimeout bounds the wait for the CRI endpoint after each start; default 60 s.
+	StartTimeout time.Duration
+	// StopTimeout is the grace period between SIGTERM and SIGKILL on Stop; default 10 s.
+	StopTimeout time.Duration
+}
+
+// Supervisor owns one containerd: a managed child process or an external endpoint.
+type Supervisor struct {
+	cfg     Config
+	params  ConfigParams // managed only
+	version Version
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	client   *cri.Client
+	proc     *process // current child; nil when none runs
+	stopping bool
+	stopCh   chan struct{}
+	doneCh   chan struct{} // closed when the supervise loop ends
+	spawnCh  chan spawnReq
+}
+
+// process is one running containerd child.
+type process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed after Wait returns
+	err     error         // Wait's result, set before exited closes
+	started time.Time
+	logs    *logPump
+}
+
+type spawnReq struct {
+	reply chan spawnResult
+}
+
+type spawnResult struct {
+	p   *process
+	err error
+}
+
+// New validates cfg, fills in defaults and, for a managed containerd, detects its version
+// (`containerd --version`), the cgroup driver and whether restrict_oom_score_adj is needed. It has no
+// other side effects. Errors name the field at fault.
+func New(ctx context.Context, cfg Config) (*Supervisor, error) {
+	s := &Supervisor{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.cfg.StartTimeout <= 0 {
+		s.cfg.StartTimeout = 60 * time.Second
+	}
+	if s.cfg.StopTimeout <= 0 {
+		s.cfg.StopTimeout = 10 * time.Second
+	}
+	if cfg.Endpoint != "" {
+		if _, err := cri.ParseEndpoint(cfg.Endpoint); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("containerd: Dir %q must be an absolute path (or set Endpoint to use an existing runtime)", cfg.Dir)
+	}
+	c := &s.cfg
+	if c.Binary == "" {
+		c.Binary = "containerd"
+	}
+	bin, err := exec.LookPath(c.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("containerd: Binary %q: %w", c.Binary, err)
+	}
+	if c.Binary, err = filepath.Abs(bin); err != nil {
+		return nil, err
+	}
+	if s.version, err = DetectVersion(ctx, c.Binary); err != nil {
+		return nil, err
+	}
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&c.Root, filepath.Join(c.Dir, "root"))
+	def(&c.State, filepath.Join(c.Dir, "state"))
+	def(&c.Address, filepath.Join(c.Dir, "containerd.sock"))
+	def(&c.SandboxImage, images.Pause)
+	def(&c.CNIConfDir, filepath.Join(c.Dir, "net.d"))
+	def(&c.RegistryConfigPath, filepath.Join(c.Dir, "certs.d"))
+	def(&c.CgroupDriver, DetectCgroupDriver())
+	// sockaddr_un.sun_path is 108 bytes; containerd also listens on Address+".ttrpc".
+	if len(c.Address)+len(".ttrpc") >= 108 {
+		return nil, fmt.Errorf("containerd: Address %q is too long for a unix socket (%d bytes, limit 101 with the .ttrpc suffix)", c.Address, len(c.Address))
+	}
+	if len(c.CNIBinDirs) == 0 {
+		for _, d := range DefaultCNIBinDirs {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				c.CNIBinDirs = append(c.CNIBinDirs, d)
+			}
+		}
+		if len(c.CNIBinDirs) == 0 {
+			return nil, fmt.Errorf("containerd: CNIBinDirs is empty and none of %v exists (install containernetworking-plugins)", DefaultCNIBinDirs)
+		}
+	}
+	restrict := false
+	if c.RestrictOOMScoreAdj != nil {
+		restrict = *c.RestrictOOMScoreAdj
+	} else {
+		has, err := HasCapSysResource()
+		if err != nil {
+			return nil, fmt.Errorf("containerd: checking CAP_SYS_RESOURCE: %w", err)
+		}
+		restrict = !has
+	}
+	binDirs := c.CNIBinDirs
+	if s.version.ConfigVersion() == 2 && len(binDirs) > 1 {
+		binDirs = []string{filepath.Join(c.Dir, "cni-bin")}
+	}
+	s.params = ConfigParams{
+		Version: s.version, Root: c.Root, State: c.State, Address: c.Address,
+		SandboxImage: c.SandboxImage, CNIBinDirs: binDirs, CNIConfDir: c.CNIConfDir,
+		CgroupDriver: c.CgroupDriver, RestrictOOMScoreAdj: restrict,
+		RegistryConfigPath: c.RegistryConfigPath, LogLevel: c.LogLevel,
+	}
+	if err := s.params.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Managed reports whether this supervisor runs containerd itself (false for an external Endpoint).
+func (s *Supervisor) Managed() bool { return s.cfg.Endpoint == "" }
+
+// Endpoint is the CRI endpoint in unix:///path form.
+func (s *Supervisor) Endpoint() string {
+	if !s.Managed() {
+		u, _ := cri.EndpointURL(s.cfg.Endpoint)
+		return u
+	}
+	return "unix://" + s.cfg.Address
+}
+
+// Address is containerd's gRPC socket path, for the containerd client (image import).
+func (s *Supervisor) Address() string {
+	p, _ := cri.ParseEndpoint(s.Endpoint())
+	return p
+}
+
+// Version is the managed containerd's version (zero for an external endpoint; ask CRI Version).
+func (s *Supervisor) Version() Version { return s.version }
+
+// Params is the resolved config the managed containerd runs with (zero for an external endpoint).
+func (s *Supervisor) Params() ConfigParams { return s.params }
+
+// ConfigPath is the generated config file of a managed containerd.
+func (s *Supervisor) ConfigPath() string { return filepath.Join(s.cfg.Dir, "config.toml") }
+
+// RegistryConfigPath is the directory of <host>/hosts.toml files the CRI plugin reads on every pull.
+func (s *Supervisor) RegistryConfigPath() string { return s.cfg.RegistryConfigPath }
+
+// Client is the CRI client connected by Start; nil before Start and after Stop. Do not Close it.
+func (s *Supervisor) Client() *cri.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client
+}
+
+// PID is the managed containerd's current process ID, 0 when none runs.
+func (s *Supervisor) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// Start brings the runtime up and returns once its CRI endpoint answers Version (CRI v1). For an
+// external endpoint it only connects, waiting up to StartTimeout. For a managed containerd it creates
+// the directories, writes config.toml, starts containerd and from then on restarts it with
+// exponential backoff (1 s doubling to 30 s, reset after a minute of uptime) whenever it exits, until
+// Stop. If containerd exits before it answers, Start fails with its exit status and last error lines.
+func (s *Supervisor) Start(ctx context.Context) error {
+	if !s.Managed() {
+		c, err := s.waitReady(ctx, nil)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.client = c
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Lock()
+	if s.stopCh != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("containerd: already started")
+	}
+	s.stopCh, s.doneCh, s.spawnCh = make(chan struct{}), make(chan struct{}), make(chan spawnReq)
+	s.mu.Unlock()
+	if err := s.prepare(); err != nil {
+		return err
+	}
+	go s.spawner()
+	// failed ends the supervisor after a failed start, so Stop and Cleanup still return.
+	failed := func(err error) error {
+		close(s.spawnCh)
+		s.mu.Lock()
+		s.stopping, s.proc = true, nil
+		s.mu.Unlock()
+		close(s.doneCh)
+		return err
+	}
+	p, err := s.spawn()
+	if err != nil {
+		return failed(err)
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+	c, err := s.waitReady(ctx, p)
+	if err != nil {
+		s.kill(p)
+		return failed(err)
+	}
+	s.mu.Lock()
+	s.client = c
+	s.mu.Unlock()
+	s.log.Info("containerd ready", "version", s.version.String(), "pid", p.cmd.Process.Pid, "endpoint", s.Endpoint(), "config", s.ConfigPath())
+	go s.supervise(p)
+	return nil
+}
+
+// prepare creates the directories, links CNI bin dirs for 1.x and writes config.toml.
+func (s *Supervisor) prepare() error {
+	for _, d := range []string{s.cfg.Dir, s.cfg.Root, s.cfg.State, filepath.Dir(s.cfg.Address), s.cfg.CNIConfDir, s.cfg.RegistryConfigPath} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("containerd: %w", err)
+		}
+	}
+	if s.params.CNIBinDirs[0] != s.cfg.CNIBinDirs[0] || len(s.cfg.CNIBinDirs) > 1 && s.version.ConfigVersion() == 2 {
+		if err := linkBinDirs(s.params.CNIBinDirs[0], s.cfg.CNIBinDirs); err != nil {
+			return fmt.Errorf("containerd: merging CNIBinDirs: %w", err)
+		}
+	}
+	data, err := RenderConfig(s.params)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(s.ConfigPath(), data, 0o644)
+}
+
+// linkBinDirs recreates dst holding a symlink to every file of srcs, the first source winning.
+func linkBinDirs(dst string, srcs []string) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, src := range srcs {
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			link := filepath.Join(dst, e.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(src, e.Name()), link); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// spawner runs on one OS thread locked for the supervisor's lifetime and starts every containerd child
+// from it: the child's parent-death signal (SIGTERM) is tied to the forking thread, so forking from
+// a thread that may later exit (one locked by a netns helper, say) would kill containerd early.
+func (s *Supervisor) spawner() {
+	runtime.LockOSThread()
+	// Never unlocked: the thread ends with the goroutine, after the last child is gone.
+	for req := range s.spawnCh {
+		p, err := s.startProcess()
+		req.reply <- spawnResult{p, err}
+	}
+}
+
+func (s *Supervisor) spawn() (*process, error) {
+	reply := make(chan spawnResult, 1)
+	s.spawnCh <- spawnReq{reply: reply}
+	r := <-reply
+	return r.p, r.err
+}
+
+func (s *Supervisor) startProcess() (*process, error) {
+	cmd := exec.Command(s.cfg.Binary, "--config", s.ConfigPath(), "--root", s.cfg.Root, "--state", s.cfg.State, "--address", s.cfg.Address)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.cfg.Binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = nil
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("containerd: start %s: %w", s.cfg.Binary, err)
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{}), started: time.Now()}
+	p.logs = &logPump{log: s.log.With("component", "containerd", "pid", cmd.Process.Pid)}
+	pumped := make(chan struct{})
+	go func() { p.logs.run(stderr); close(pumped) }()
+	go func() {
+		<-pumped // Wait closes the pipe: read it to the end first.
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	s.log.Info("containerd started", "pid", cmd.Process.Pid, "binary", s.cfg.Binary, "version", s.version.String())
+	return p, nil
+}
+
+// waitReady dials the CRI endpoint until it answers Version, the process p (if any) exits, ctx ends or
+// StartTimeout passes.
+func (s *Supervisor) waitReady(ctx context.Context, p *process) (*cri.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	var exited <-chan struct{}
+	if p != nil {
+		exited = p.exited
+	}
+	var lastErr error
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := cri.Dial(dctx, s.Endpoint())
+		dcancel()
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("containerd exited during start (%v): %s", p.err, p.logs.lastProblems())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("containerd CRI endpoint %s not ready after %v: %w", s.Endpoint(), s.cfg.StartTimeout, lastErr)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// supervise waits for the child to exit and restarts it with backoff until Stop.
+func (s *Supervisor) supervise(p *process) {
+	defer close(s.doneCh)
+	defer close(s.spawnCh)
+	backoff := time.Second
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-p.exited:
+		}
+		uptime := time.Since(p.started)
+		s.mu.Lock()
+		s.proc = nil
+		s.mu.Unlock()
+		if uptime > time.Minute {
+			backoff = time.Second
+		}
+		s.log.Error("containerd exited; restarting", "pid", p.cmd.Process.Pid, "err", p.err, "uptime", uptime.Round(time.Millisecond), "backoff", backoff, "last_errors", p.logs.lastProblems())
+		for {
+			select {
+			case <-s.stopCh:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			np, err := s.spawn()
+			if err != nil {
+				s.log.Error("containerd restart failed", "err", err, "backoff", backoff)
+				continue
+			}
+			p = np
+			s.mu.Lock()
+			s.proc = p
+			s.mu.Unlock()
+			break
+		}
+	}
+}
+
+// kill sends SIGTERM to p, then SIGKILL after StopTimeout, and waits for it. Only p's own PID is
+// signalled: the shims it started keep running containers alive, as containerd intends.
+func (s *Supervisor) kill(p *process) error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	pid := p.cmd.Process.Pid
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		s.log.Info("containerd stopped", "pid", pid)
+		return nil
+	case <-time.After(s.cfg.StopTimeout):
+	}
+	s.log.Warn("containerd did not stop after SIGTERM; sending SIGKILL", "pid", pid, "timeout", s.cfg.StopTimeout)
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	return nil
+}
+
+// Stop ends supervision and stops the managed containerd (SIGTERM, SIGKILL after StopTimeout), then
+// closes the CRI client. Running containers keep running under their shims (containerd's design; a
+// restarted containerd adopts them). For an external endpoint it only closes the client. Idempotent.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.client != nil {
+		s.client.Close()
+		s.client = nil
+	}
+	if !s.Managed() || s.stopCh == nil || s.stopping {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopping = true
+	close(s.stopCh)
+	s.mu.Unlock()
+	<-s.doneCh
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		return s.kill(p)
+	}
+	return nil
+}
+
+// Cleanup removes every pod sandbox and container through CRI (cri.Client.RemoveAll, which also tears
+// down pod network namespaces), stops containerd, and detaches any mount left under its root and state
+// directories. It leaves the directories in place. It refuses to run against an external endpoint,
+// whose pods are not nodekit's to delete.
+func (s *Supervisor) Cleanup(ctx context.Context) error {
+	if !s.Managed() {
+		return fmt.Errorf("containerd: refusing to remove every pod from external runtime %s", s.Endpoint())
+	}
+	var errs []error
+	if c := s.Client(); c != nil {
+		pods, ctrs, err := c.RemoveAll(ctx)
+		s.log.Info("removed runtime objects", "pods", pods, "containers", ctrs)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.Stop(ctx))
+	for _, dir := range []string{s.cfg.State, s.cfg.Root} {
+		if err := UnmountAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,145 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// binary is the containerd under test: NODEKIT_CONTAINERD (e.g. a 2.x build) or containerd on PATH.
+func binary() string {
+	if b := os.Getenv("NODEKIT_CONTAINERD"); b != "" {
+		return b
+	}
+	return "containerd"
+}
+
+func newManaged(t *testing.T) *Supervisor {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("managed containerd needs root")
+	}
+	dir, err := os.MkdirTemp("", "nk-ctrd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Config{Dir: dir, Binary: binary(), StopTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Cleanup(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	return s
+}
+
+// TestSupervisorLifecycle starts a real containerd, checks its CRI endpoint, kills it behind the
+// supervisor's back and expects a restart, then stops it and checks the process is gone.
+func TestSupervisorLifecycle(t *testing.T) {
+	ctx := context.Background()
+	s := newManaged(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client()
+	v, err := c.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.RuntimeName != "containerd" || !strings.Contains(v.RuntimeVersion, s.Version().String()) {
+		t.Errorf("CRI Version = %s %s, want containerd %s", v.RuntimeName, v.RuntimeVersion, s.Version())
+	}
+	st, err := c.Runtime().Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range st.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.RuntimeReady && !cond.Status {
+			t.Errorf("RuntimeReady is false: %s", cond.Message)
+		}
+	}
+	drv, err := c.CgroupDriver(ctx)
+	switch {
+	case s.Version().Major >= 2:
+		if err != nil || drv != s.Params().CgroupDriver {
+			t.Errorf("CgroupDriver on containerd %s = %q, %v; want %q", s.Version(), drv, err, s.Params().CgroupDriver)
+		}
+	default:
+		if !errors.Is(err, cri.ErrRuntimeConfigUnimplemented) {
+			t.Errorf("CgroupDriver on containerd %s: %q, %v; want ErrRuntimeConfigUnimplemented", s.Version(), drv, err)
+		}
+	}
+	cfg, err := os.ReadFile(s.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	has, _ := HasCapSysResource()
+	if want := "restrict_oom_score_adj = " + map[bool]string{true: "false", false: "true"}[has]; !strings.Contains(string(cfg), want) {
+		t.Errorf("config lacks %q (CAP_SYS_RESOURCE=%v)", want, has)
+	}
+
+	// Kill containerd behind the supervisor's back: it must come back with a new PID.
+	pid := s.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if npid := s.PID(); npid != 0 && npid != pid {
+			if _, err := c.Version(ctx); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd not restarted 30s after SIGKILL of pid %d", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	pid = s.PID()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("containerd pid %d still exists after Stop (kill 0: %v)", pid, err)
+	}
+	if s.Client() != nil || s.PID() != 0 {
+		t.Errorf("after Stop: client %v, pid %d", s.Client(), s.PID())
+	}
+	_, err = cri.Dial(ctx, s.Endpoint(), cri.WithTimeout(2*time.Second))
+	var ue *cri.UnreachableError
+	if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "runtime not reachable at "+s.Endpoint()+": ") {
+		t.Errorf("Dial after Stop: %v", err)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Dir: "rel"}, `Dir "rel" must be an absolute path`},
+		{Config{Dir: "/tmp/x", Binary: "/nonexistent/containerd"}, `Binary "/nonexistent/containerd"`},
+		{Config{Dir: "/tmp/x", Binary: "/bin/false"}, "/bin/false --version"},
+		{Config{Endpoint: "tcp://1.2.3.4:5"}, `scheme "tcp" is not supported`},
+		{Config{Dir: "/tmp/" + strings.Repeat("x", 100), Binary: binary()}, "too long for a unix socket"},
+	} {
+		if _, err := New(ctx, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): %v, want error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+}
