@@ -1,0 +1,295 @@
+// Package crictl is nodekit's debugging CLI for CRI runtimes, command- and output-compatible with upstream
+// crictl v1.37 (sigs.k8s.io/cri-tools): the same commands, flags, table columns and -o json|yaml|
+// go-template documents, the same /etc/crictl.yaml and CONTAINER_RUNTIME_ENDPOINT/IMAGE_SERVICE_ENDPOINT
+// resolution. It talks to the runtime only through runtime/cri (CRI v1 gRPC) and, for exec/attach/
+// port-forward, through the runtime's streaming server (client-go remotecommand and portforward).
+//
+// Files follow cri-tools' grouping: runtime.go (version, info), pods.go, containers.go, images.go,
+// logs.go, streaming.go (exec, attach, port-forward), stats.go, events.go, load.go; output.go holds the
+// shared table/json/yaml/go-template formatting and ids.go the ID-prefix resolution.
+package crictl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// defaultTimeout is upstream crictl's --timeout default: the deadline of each CRI call.
+const defaultTimeout = 2 * time.Second
+
+// defaultConfigPath is where upstream crictl looks for its configuration on Linux.
+const defaultConfigPath = "/etc/crictl.yaml"
+
+// defaultRuntimeEndpoints are tried in order when no endpoint is configured; the first whose socket
+// exists is used (upstream tries the same list, with a deprecation warning).
+var defaultRuntimeEndpoints = []string{
+	"unix:///run/containerd/containerd.sock",
+	"unix:///run/crio/crio.sock",
+	"unix:///var/run/cri-dockerd.sock",
+}
+
+// app is one crictl invocation: its global flags, streams, resolved configuration and the lazily
+// dialled CRI client.
+type app struct {
+	configPath      string
+	runtimeEndpoint string
+	imageEndpoint   string
+	timeout         time.Duration
+	debug           bool
+
+	in       io.Reader
+	out      io.Writer
+	errOut   io.Writer
+	exitFunc func(code int) // os.Exit; replaced in tests
+
+	cfg    settings
+	client *cri.Client
+}
+
+// NewCommand returns the `crictl` command. Like upstream, global flags (-r, -i, -t, -D, -c) go before the
+// subcommand name and subcommands have their own flags, some reusing those letters (exec -i -t,
+// logs -t, ps -r); so the command parses its global flags itself and then runs the subcommand tree.
+// It reads its streams from cobra (SetIn/SetOut/SetErr), so it can run in-process in tests. Errors are
+// single lines; a runtime that cannot be reached yields "runtime not reachable at ENDPOINT: REASON".
+func NewCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "crictl [global flags] COMMAND [flags]",
+		Short:              "A CRI debugging client compatible with upstream crictl v1.37",
+		DisableFlagParsing: true,
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a := &app{exitFunc: os.Exit, in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+			return a.run(ctx(cmd), args)
+		},
+	}
+}
+
+// run parses the global flags in args, resolves the configuration and executes the subcommand.
+func (a *app) run(c context.Context, args []string) error {
+	tree := a.tree()
+	tree.SetIn(a.in)
+	tree.SetOut(a.out)
+	tree.SetErr(a.errOut)
+	fs := tree.Flags()
+	fs.SetInterspersed(false)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return tree.Help()
+		}
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return tree.Help()
+	}
+	if err := a.resolve(fs); err != nil {
+		return err
+	}
+	defer a.close()
+	tree.SetArgs(rest)
+	return tree.ExecuteContext(c)
+}
+
+// tree builds the subcommand tree; the global flags are the root's local flags.
+func (a *app) tree() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "crictl",
+		Short: "A CRI debugging client compatible with upstream crictl v1.37",
+		Long: "crictl inspects and pokes a CRI runtime: pods, containers, images, logs, exec, stats, events.\n" +
+			"Endpoints come from --runtime-endpoint/--image-endpoint, CONTAINER_RUNTIME_ENDPOINT/\n" +
+			"IMAGE_SERVICE_ENDPOINT, or the config file (" + defaultConfigPath + ").",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	pf := cmd.Flags()
+	pf.StringVarP(&a.configPath, "config", "c", defaultConfigPath, "location of the client config file (env CRI_CONFIG_FILE); if the default does not exist, the program's directory is searched as well")
+	pf.StringVarP(&a.runtimeEndpoint, "runtime-endpoint", "r", "", "endpoint of the CRI runtime service (env CONTAINER_RUNTIME_ENDPOINT)")
+	pf.StringVarP(&a.imageEndpoint, "image-endpoint", "i", "", "endpoint of the CRI image service (env IMAGE_SERVICE_ENDPOINT; default: the runtime endpoint)")
+	pf.DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "timeout of each CRI call (e.g. 2s, 20s); 0 or less means the default")
+	pf.BoolVarP(&a.debug, "debug", "D", false, "enable debug logging")
+
+	cmd.AddCommand(
+		a.versionCommand(), a.infoCommand(),
+		a.imagesCommand(), a.inspectiCommand(), a.pullCommand(), a.rmiCommand(), a.imagefsinfoCommand(), a.loadCommand(),
+		a.podsCommand(), a.runpCommand(), a.inspectpCommand(), a.stoppCommand(), a.rmpCommand(),
+		a.psCommand(), a.createCommand(), a.startCommand(), a.stopCommand(), a.rmCommand(), a.inspectCommand(),
+		a.updateCommand(), a.logsCommand(),
+		a.execCommand(), a.attachCommand(), a.portForwardCommand(),
+		a.statsCommand(), a.statspCommand(), a.eventsCommand(),
+	)
+	for _, c := range cmd.Commands() {
+		c.RunE = oneLineErrors(c.RunE)
+	}
+	return cmd
+}
+
+// oneLineErrors keeps an unreachable runtime's error as the bare "runtime not reachable at ..." line,
+// without the command context other errors carry.
+func oneLineErrors(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	if run == nil {
+		return nil
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args)
+		var ue *cri.UnreachableError
+		if errors.As(err, &ue) {
+			return ue
+		}
+		return err
+	}
+}
+
+// resolve merges flags, environment and the config file into a.cfg (flags and environment win over the
+// file, as in upstream) and sets up logging.
+func (a *app) resolve(flags *pflag.FlagSet) error {
+	envOr := func(flag, env string, val *string) bool {
+		if flags.Changed(flag) {
+			return true
+		}
+		if v, ok := os.LookupEnv(env); ok && v != "" {
+			*val = v
+			return true
+		}
+		return false
+	}
+	configSet := envOr("config", "CRI_CONFIG_FILE", &a.configPath)
+	file, err := readSettings(a.configPath)
+	if errors.Is(err, os.ErrNotExist) && !configSet {
+		// Upstream also looks next to the executable when the default file is missing.
+		if exe, xerr := os.Executable(); xerr == nil {
+			file, err = readSettings(filepath.Join(filepath.Dir(exe), "crictl.yaml"))
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist) && !configSet:
+		file = settings{}
+	default:
+		return err
+	}
+	a.cfg = file
+	if envOr("runtime-endpoint", "CONTAINER_RUNTIME_ENDPOINT", &a.runtimeEndpoint) {
+		a.cfg.RuntimeEndpoint = a.runtimeEndpoint
+	}
+	if envOr("image-endpoint", "IMAGE_SERVICE_ENDPOINT", &a.imageEndpoint) {
+		a.cfg.ImageEndpoint = a.imageEndpoint
+	}
+	switch {
+	case flags.Changed("timeout"):
+		a.cfg.Timeout = a.timeout
+	case a.cfg.Timeout <= 0:
+		a.cfg.Timeout = defaultTimeout
+	}
+	if a.cfg.Timeout <= 0 {
+		a.cfg.Timeout = defaultTimeout
+	}
+	if flags.Changed("debug") {
+		a.cfg.Debug = a.debug
+	}
+	level := slog.LevelWarn
+	if a.cfg.Debug {
+		level = slog.LevelDebug
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level})))
+	return nil
+}
+
+// endpoint returns the runtime endpoint to use: the configured one, else the first default whose socket
+// exists.
+func (a *app) endpoint() (string, error) {
+	if a.cfg.RuntimeEndpoint != "" {
+		return a.cfg.RuntimeEndpoint, nil
+	}
+	for _, ep := range defaultRuntimeEndpoints {
+		if p, err := cri.ParseEndpoint(ep); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				slog.Debug("no runtime endpoint configured; using a default one", "endpoint", ep)
+				return ep, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no runtime endpoint configured (--runtime-endpoint, CONTAINER_RUNTIME_ENDPOINT or %s) and none of the defaults %v exists", defaultConfigPath, defaultRuntimeEndpoints)
+}
+
+// conn returns the CRI client, dialling on first use. Dialling is lazy (no Version round trip); an
+// unreachable runtime is reported by the first call.
+func (a *app) conn() (*cri.Client, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
+	ep, err := a.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	opts := []cri.Option{cri.WithTimeout(a.cfg.Timeout), cri.WithoutVersionCheck(), cri.WithPullTimeout(0)}
+	if a.cfg.ImageEndpoint != "" {
+		opts = append(opts, cri.WithImageEndpoint(a.cfg.ImageEndpoint))
+	}
+	c, err := cri.Dial(context.Background(), ep, opts...)
+	if err != nil {
+		return nil, err
+	}
+	slog.Debug("connected", "endpoint", c.Endpoint(), "imageEndpoint", c.ImageEndpoint(), "timeout", a.cfg.Timeout)
+	a.client = c
+	return c, nil
+}
+
+// rt returns the RuntimeService client.
+func (a *app) rt() (runtimeapi.RuntimeServiceClient, error) {
+	c, err := a.conn()
+	if err != nil {
+		return nil, err
+	}
+	return c.Runtime(), nil
+}
+
+// img returns the ImageService client.
+func (a *app) img() (runtimeapi.ImageServiceClient, error) {
+	c, err := a.conn()
+	if err != nil {
+		return nil, err
+	}
+	return c.Image(), nil
+}
+
+func (a *app) close() error {
+	if a.client == nil {
+		return nil
+	}
+	err := a.client.Close()
+	a.client = nil
+	return err
+}
+
+// signalContext is cmd's context cancelled on SIGINT/SIGTERM, for streaming and following commands.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// ctx returns the command's context (never nil).
+func ctx(cmd *cobra.Command) context.Context {
+	if c := cmd.Context(); c != nil {
+		return c
+	}
+	return context.Background()
+}

@@ -1,0 +1,479 @@
+package crictl
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// pullFlags are the credentials and deadline flags of pull and create --with-pull.
+type pullFlags struct {
+	creds, auth string
+	timeout     time.Duration
+	annotations map[string]string // pull only: --annotation
+}
+
+func (f *pullFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.creds, "creds", "", "use USERNAME[:PASSWORD] for accessing the registry")
+	cmd.Flags().StringVar(&f.auth, "auth", "", "use AUTH_STRING (base64 of USERNAME[:PASSWORD]) for accessing the registry")
+	cmd.Flags().DurationVar(&f.timeout, "pull-timeout", 0, "maximum time to be used for pulling the image; 0 disables it")
+}
+
+// authConfig turns --creds/--auth into a CRI AuthConfig (nil when neither is set).
+func (f *pullFlags) authConfig() (*runtimeapi.AuthConfig, error) {
+	if f.creds != "" && f.auth != "" {
+		return nil, errors.New("--creds and --auth are mutually exclusive")
+	}
+	creds := f.creds
+	if f.auth != "" {
+		b, err := base64.StdEncoding.DecodeString(f.auth)
+		if err != nil {
+			return nil, fmt.Errorf("--auth: not base64: %w", err)
+		}
+		creds = string(b)
+	}
+	if creds == "" {
+		return nil, nil
+	}
+	user, pass, _ := strings.Cut(creds, ":")
+	if user == "" {
+		return nil, errors.New("credentials: username can't be empty")
+	}
+	return &runtimeapi.AuthConfig{Username: user, Password: pass}, nil
+}
+
+// pullImage calls PullImage and, when stderr is a terminal, shows a progress line with the elapsed time
+// while the runtime pulls (CRI reports no byte counts, so time is the only progress there is).
+func (a *app) pullImage(c context.Context, img runtimeapi.ImageServiceClient, ref string, f *pullFlags, pod *runtimeapi.PodSandboxConfig) (string, error) {
+	auth, err := f.authConfig()
+	if err != nil {
+		return "", err
+	}
+	if f.timeout < 0 {
+		return "", errors.New("--pull-timeout must not be negative")
+	}
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		c, cancel = context.WithTimeout(c, f.timeout)
+		defer cancel()
+	}
+	stop := a.progress(fmt.Sprintf("Pulling %s", ref))
+	r, err := img.PullImage(c, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref, Annotations: f.annotations}, Auth: auth, SandboxConfig: pod})
+	stop(err == nil)
+	if err != nil {
+		return "", fmt.Errorf("pulling image %s: %w", ref, err)
+	}
+	return r.GetImageRef(), nil
+}
+
+// progress shows "msg … 3.2s" on a terminal stderr until the returned function is called; it is silent
+// when stderr is not a terminal.
+func (a *app) progress(msg string) func(ok bool) {
+	if !isTerminal(a.errOut) {
+		return func(bool) {}
+	}
+	start, done := time.Now(), make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintf(a.errOut, "\r%s … %.1fs", msg, time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func(ok bool) {
+		close(done)
+		<-finished
+		word := "done"
+		if !ok {
+			word = "failed"
+		}
+		fmt.Fprintf(a.errOut, "\r%s … %s in %.1fs\n", msg, word, time.Since(start).Seconds())
+	}
+}
+
+// isTerminal reports whether w is a terminal (progress output is drawn only there).
+func isTerminal(w any) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// pullCommand pulls an image through the CRI ImageService.
+func (a *app) pullCommand() *cobra.Command {
+	var (
+		pf        pullFlags
+		podConfig string
+		ann       []string
+	)
+	cmd := &cobra.Command{
+		Use:   "pull NAME[:TAG|@DIGEST]",
+		Short: "Pull an image from a registry",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var pod *runtimeapi.PodSandboxConfig
+			if podConfig != "" {
+				var err error
+				if pod, err = loadPodSandboxConfig(podConfig); err != nil {
+					return err
+				}
+			}
+			var err error
+			if pf.annotations, err = (&listFlags{labels: ann}).labelSelector(); err != nil {
+				return fmt.Errorf("--annotation: %w", err)
+			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
+			ref, err := a.pullImage(ctx(cmd), img, args[0], &pf, pod)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "Image is up to date for %s\n", ref)
+			return nil
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().StringVar(&podConfig, "pod-config", "", "use pod-config.[json|yaml] to override the pull context")
+	cmd.Flags().StringArrayVarP(&ann, "annotation", "a", nil, "annotation key=value to be set on the pulled image")
+	return cmd
+}
+
+// repoTagPairs splits an image's repo tags into (repository, tag) rows; an untagged image shows its
+// digest repository and "<none>".
+func repoTagPairs(tags []string, repo string) [][2]string {
+	if len(tags) == 0 {
+		return [][2]string{{repo, "<none>"}}
+	}
+	var out [][2]string
+	for _, t := range tags {
+		i := strings.LastIndex(t, ":")
+		if i < 0 {
+			out = append(out, [2]string{"errorRepoTag", "errorRepoTag"})
+			continue
+		}
+		name := t[:i]
+		if name == "<none>" {
+			name = repo
+		}
+		out = append(out, [2]string{name, t[i+1:]})
+	}
+	return out
+}
+
+// repoDigest splits an image's first repo digest into repository and digest ("<none>" when absent).
+func repoDigest(digests []string) (repo, digest string) {
+	if len(digests) == 0 {
+		return "<none>", "<none>"
+	}
+	r, d, ok := strings.Cut(digests[0], "@")
+	if !ok {
+		return "errorName", "errorRepoDigest"
+	}
+	return r, d
+}
+
+// imagesCommand lists images: table columns IMAGE, TAG, [DIGEST], IMAGE ID, SIZE, [PINNED]; or -q IDs,
+// -v details, -o json|yaml (a ListImagesResponse).
+func (a *app) imagesCommand() *cobra.Command {
+	var (
+		verbose, quiet, digests, noTrunc, pinned bool
+		output                                   string
+	)
+	cmd := &cobra.Command{
+		Use:     "images [REPOSITORY[:TAG]]",
+		Aliases: []string{"image", "img"},
+		Short:   "List images",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
+			req := &runtimeapi.ListImagesRequest{}
+			if len(args) == 1 {
+				req.Filter = &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: args[0]}}
+			}
+			r, err := img.ListImages(ctx(cmd), req)
+			if err != nil {
+				return fmt.Errorf("listing images: %w", err)
+			}
+			if output != formatTable {
+				return printProto(a.out, r, output)
+			}
+			return a.printImages(r.GetImages(), verbose, quiet, digests, noTrunc, pinned)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&verbose, "verbose", "v", false, "show verbose info for images")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "only show image IDs")
+	fl.StringVarP(&output, "output", "o", formatTable, "output format, one of: json|yaml|table")
+	fl.BoolVar(&digests, "digests", false, "show digests")
+	fl.BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
+	fl.BoolVar(&pinned, "pinned", false, "show whether the image is pinned or not")
+	return cmd
+}
+
+func (a *app) printImages(images []*runtimeapi.Image, verbose, quiet, digests, noTrunc, pinned bool) error {
+	if quiet {
+		for _, im := range images {
+			fmt.Fprintln(a.out, im.GetId())
+		}
+		return nil
+	}
+	if verbose {
+		for _, im := range images {
+			fmt.Fprintf(a.out, "ID: %s\n", im.GetId())
+			for _, t := range im.GetRepoTags() {
+				fmt.Fprintf(a.out, "RepoTags: %s\n", t)
+			}
+			for _, d := range im.GetRepoDigests() {
+				fmt.Fprintf(a.out, "RepoDigests: %s\n", d)
+			}
+			if im.GetSize() != 0 {
+				fmt.Fprintf(a.out, "Size: %d\n", im.GetSize())
+			}
+			if im.GetUid() != nil {
+				fmt.Fprintf(a.out, "Uid: %v\n", im.GetUid())
+			}
+			printIf(a, "Username", im.GetUsername())
+			if im.GetPinned() {
+				fmt.Fprintf(a.out, "Pinned: %v\n", im.GetPinned())
+			}
+			fmt.Fprintln(a.out)
+		}
+		return nil
+	}
+	t := newTable(a.out)
+	header := []string{colImage, colTag}
+	if digests {
+		header = append(header, colDigest)
+	}
+	header = append(header, colImageID, colSize)
+	if pinned {
+		header = append(header, colPinned)
+	}
+	t.row(header...)
+	for _, im := range images {
+		repo, digest := repoDigest(im.GetRepoDigests())
+		id := im.GetId()
+		if !noTrunc {
+			id, digest = truncateID(id, "sha256:"), truncateID(digest, "sha256:")
+		}
+		size := humanSize(float64(im.GetSize()), 3)
+		for _, rt := range repoTagPairs(im.GetRepoTags(), repo) {
+			row := []string{rt[0], rt[1]}
+			if digests {
+				row = append(row, digest)
+			}
+			row = append(row, id, size)
+			if pinned {
+				row = append(row, strconv.FormatBool(im.GetPinned()))
+			}
+			t.row(row...)
+		}
+	}
+	return t.flush()
+}
+
+// inspectiCommand prints the ImageStatus of images named by reference or ID.
+func (a *app) inspectiCommand() *cobra.Command {
+	var sf statusFlags
+	cmd := &cobra.Command{
+		Use:   "inspecti IMAGE-ID [IMAGE-ID...]",
+		Short: "Return the status of one or more images",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+				return err
+			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
+			var docs []statusDoc
+			for _, ref := range args {
+				r, err := img.ImageStatus(ctx(cmd), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: !sf.quiet})
+				if err != nil {
+					return fmt.Errorf("image status of %q: %w", ref, err)
+				}
+				if r.GetImage() == nil {
+					return fmt.Errorf("no such image %q", ref)
+				}
+				if sf.output == formatTable {
+					im := r.GetImage()
+					fmt.Fprintf(a.out, "ID: %s\n", im.GetId())
+					for _, t := range im.GetRepoTags() {
+						fmt.Fprintf(a.out, "Tag: %s\n", t)
+					}
+					for _, d := range im.GetRepoDigests() {
+						fmt.Fprintf(a.out, "Digest: %s\n", d)
+					}
+					fmt.Fprintf(a.out, "Size: %s\n", humanSize(float64(im.GetSize()), 3))
+					if !sf.quiet {
+						fmt.Fprintf(a.out, "Info: %v\n", r.GetInfo())
+					}
+					continue
+				}
+				docs = append(docs, statusDoc{key: "status", status: r.GetImage(), info: r.GetInfo()})
+			}
+			return printStatus(a.out, docs, sf.output, sf.template)
+		},
+	}
+	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	return cmd
+}
+
+// rmiCommand removes images by reference or ID; -a removes all, --prune those no container uses
+// (pinned images are kept).
+func (a *app) rmiCommand() *cobra.Command {
+	var all, prune bool
+	cmd := &cobra.Command{
+		Use:   "rmi IMAGE-ID [IMAGE-ID...]",
+		Short: "Remove one or more images",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !all && !prune {
+				return errors.New("rmi: give IMAGE-IDs, --all or --prune")
+			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
+			c := ctx(cmd)
+			remove := map[string]bool{}
+			for _, id := range args {
+				remove[id] = true
+			}
+			if all || prune {
+				r, err := img.ListImages(c, &runtimeapi.ListImagesRequest{})
+				if err != nil {
+					return err
+				}
+				for _, im := range r.GetImages() {
+					if prune && im.GetPinned() {
+						continue
+					}
+					remove[im.GetId()] = true
+				}
+			}
+			if prune {
+				rt, err := a.rt()
+				if err != nil {
+					return err
+				}
+				ctrs, err := rt.ListContainers(c, &runtimeapi.ListContainersRequest{})
+				if err != nil {
+					return err
+				}
+				for _, ctr := range ctrs.GetContainers() {
+					st, err := img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: ctr.GetImage()})
+					if err != nil || st.GetImage() == nil {
+						continue
+					}
+					remove[st.GetImage().GetId()] = false
+				}
+			}
+			ids := make([]string, 0, len(remove))
+			for id, ok := range remove {
+				if ok {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) == 0 {
+				fmt.Fprintln(a.errOut, "No images to remove")
+				return nil
+			}
+			sort.Strings(ids)
+			var errs []error
+			for _, id := range ids {
+				errs = append(errs, a.removeImage(c, img, id, prune))
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "remove all images")
+	cmd.Flags().BoolVarP(&prune, "prune", "q", false, "remove all unused images")
+	return cmd
+}
+
+func (a *app) removeImage(c context.Context, img runtimeapi.ImageServiceClient, ref string, prune bool) error {
+	st, err := img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		return fmt.Errorf("image status of %q: %w", ref, err)
+	}
+	if st.GetImage() == nil {
+		return fmt.Errorf("no such image %s", ref)
+	}
+	if _, err := img.RemoveImage(c, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		if prune { // another client may have removed it meanwhile
+			return nil
+		}
+		return fmt.Errorf("removing image %q: %w", ref, err)
+	}
+	names := st.GetImage().GetRepoTags()
+	if len(names) == 0 {
+		names = st.GetImage().GetRepoDigests()
+	}
+	for _, n := range names {
+		fmt.Fprintf(a.out, "Deleted: %s\n", n)
+	}
+	return nil
+}
+
+// imagefsinfoCommand prints the ImageFsInfo answer (image and container filesystems' usage).
+func (a *app) imagefsinfoCommand() *cobra.Command {
+	var sf statusFlags
+	cmd := &cobra.Command{
+		Use:   "imagefsinfo",
+		Short: "Return image filesystem info",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+				return err
+			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
+			r, err := img.ImageFsInfo(ctx(cmd), &runtimeapi.ImageFsInfoRequest{})
+			if err != nil {
+				return fmt.Errorf("image filesystem info request: %w", err)
+			}
+			if sf.output == formatTable {
+				for _, g := range []struct {
+					label string
+					fs    []*runtimeapi.FilesystemUsage
+				}{{"Container", r.GetContainerFilesystems()}, {"Image", r.GetImageFilesystems()}} {
+					fmt.Fprintf(a.out, "%s Filesystem \n", g.label)
+					for i, u := range g.fs {
+						fmt.Fprintf(a.out, "TimeStamp[%d]: %d\nDisk[%d]: %s\nInodes[%d]: %d\nMountpoint[%d]: %s\n",
+							i, u.GetTimestamp(), i, humanSize(float64(u.GetUsedBytes().GetValue()), 4),
+							i, u.GetInodesUsed().GetValue(), i, u.GetFsId().GetMountpoint())
+					}
+				}
+				return nil
+			}
+			return printStatus(a.out, []statusDoc{{key: "status", status: r}}, sf.output, sf.template)
+		},
+	}
+	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	return cmd
+}

@@ -1,0 +1,214 @@
+package crictl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// statsFlags are the flags of stats and statsp.
+type statsFlags struct {
+	id, pod, output string
+	labels          []string
+	seconds         int
+	watch, all      bool
+}
+
+func (f *statsFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.id, "id", "", "filter by ID")
+	fl.StringArrayVar(&f.labels, "label", nil, "filter by key=value label (repeatable)")
+	fl.StringVarP(&f.output, "output", "o", formatTable, "output format, one of: json|yaml|table")
+	fl.IntVarP(&f.seconds, "seconds", "s", 1, "sample duration for CPU usage in seconds")
+	fl.BoolVarP(&f.watch, "watch", "w", false, "watch the stats until interrupted")
+}
+
+// watchLoop runs show once, or with --watch repeatedly until ctx ends.
+func watchLoop(c context.Context, watch bool, show func() error) error {
+	for {
+		if err := show(); err != nil {
+			return err
+		}
+		if !watch {
+			return nil
+		}
+		select {
+		case <-c.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// cpuPercent is the CPU use between two cumulative usage samples, in percent of one core.
+func cpuPercent(prev, cur *runtimeapi.CpuUsage) (float64, error) {
+	if cur.GetUsageCoreNanoSeconds().GetValue() == 0 {
+		return 0, nil
+	}
+	dt := cur.GetTimestamp() - prev.GetTimestamp()
+	if dt <= 0 {
+		return 0, errors.New("cpu stat is not updated during sample")
+	}
+	return float64(cur.GetUsageCoreNanoSeconds().GetValue()-prev.GetUsageCoreNanoSeconds().GetValue()) / float64(dt) * 100, nil
+}
+
+// statsCommand shows container resource usage: CONTAINER, NAME, CPU %, MEM, DISK, INODES, SWAP, with
+// CPU % measured over --seconds between two ListContainerStats samples.
+func (a *app) statsCommand() *cobra.Command {
+	var f statsFlags
+	cmd := &cobra.Command{
+		Use:   "stats [CONTAINER-ID...]",
+		Short: "List container(s) resource usage statistics",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			labels, err := (&listFlags{labels: f.labels}).labelSelector()
+			if err != nil {
+				return err
+			}
+			rt, err := a.rt()
+			if err != nil {
+				return err
+			}
+			c, cancel := signalContext(cmd)
+			defer cancel()
+			filter := &runtimeapi.ContainerStatsFilter{Id: f.id, LabelSelector: labels}
+			if len(args) == 1 && f.id == "" {
+				args[0], err = resolveContainerID(c, rt, args[0])
+				if err != nil {
+					return err
+				}
+				filter.Id = args[0]
+			}
+			if f.pod != "" {
+				if filter.PodSandboxId, err = resolvePodID(c, rt, f.pod); err != nil {
+					return err
+				}
+			}
+			list := func() ([]*runtimeapi.ContainerStats, error) {
+				r, err := rt.ListContainerStats(c, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+				return r.GetStats(), err
+			}
+			return watchLoop(c, f.watch, func() error {
+				first, err := list()
+				if err != nil {
+					return fmt.Errorf("listing container stats: %w", err)
+				}
+				if f.output != formatTable {
+					return printProto(a.out, &runtimeapi.ListContainerStatsResponse{Stats: first}, f.output)
+				}
+				time.Sleep(time.Duration(f.seconds) * time.Second)
+				second, err := list()
+				if err != nil {
+					return fmt.Errorf("listing container stats: %w", err)
+				}
+				prev := map[string]*runtimeapi.ContainerStats{}
+				for _, s := range first {
+					prev[s.GetAttributes().GetId()] = s
+				}
+				t := newTable(a.out)
+				t.row(colContainer, colName, colCPU, colMem, colDisk, colInodes, colSwap)
+				for _, s := range second {
+					mem := s.GetMemory().GetWorkingSetBytes().GetValue()
+					if !f.all && s.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
+						continue
+					}
+					var pct float64
+					if old, ok := prev[s.GetAttributes().GetId()]; ok {
+						if pct, err = cpuPercent(old.GetCpu(), s.GetCpu()); err != nil {
+							return err
+						}
+					}
+					t.row(truncateID(s.GetAttributes().GetId(), ""), s.GetAttributes().GetMetadata().GetName(),
+						fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4),
+						humanSize(float64(s.GetWritableLayer().GetUsedBytes().GetValue()), 4),
+						strconv.FormatUint(s.GetWritableLayer().GetInodesUsed().GetValue(), 10),
+						humanSize(float64(s.GetSwap().GetSwapUsageBytes().GetValue()), 4))
+				}
+				return t.flush()
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
+	cmd.Flags().BoolVarP(&f.all, "all", "a", false, "show all containers (default shows just running)")
+	return cmd
+}
+
+// statspCommand shows pod sandbox resource usage: POD, POD ID, CPU %, MEM.
+func (a *app) statspCommand() *cobra.Command {
+	var f statsFlags
+	cmd := &cobra.Command{
+		Use:   "statsp [POD-ID...]",
+		Short: "List pod statistics. Stats represent a structured API that will fulfill the Kubelet's /stats/summary endpoint.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			labels, err := (&listFlags{labels: f.labels}).labelSelector()
+			if err != nil {
+				return err
+			}
+			rt, err := a.rt()
+			if err != nil {
+				return err
+			}
+			c, cancel := signalContext(cmd)
+			defer cancel()
+			filter := &runtimeapi.PodSandboxStatsFilter{Id: f.id, LabelSelector: labels}
+			if len(args) == 1 && f.id == "" {
+				if filter.Id, err = resolvePodID(c, rt, args[0]); err != nil {
+					return err
+				}
+			}
+			list := func() ([]*runtimeapi.PodSandboxStats, error) {
+				r, err := rt.ListPodSandboxStats(c, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
+				return r.GetStats(), err
+			}
+			return watchLoop(c, f.watch, func() error {
+				first, err := list()
+				if err != nil {
+					return fmt.Errorf("listing pod sandbox stats: %w", err)
+				}
+				if f.output != formatTable {
+					return printProto(a.out, &runtimeapi.ListPodSandboxStatsResponse{Stats: first}, f.output)
+				}
+				time.Sleep(time.Duration(f.seconds) * time.Second)
+				second, err := list()
+				if err != nil {
+					return fmt.Errorf("listing pod sandbox stats: %w", err)
+				}
+				prev := map[string]*runtimeapi.PodSandboxStats{}
+				for _, s := range first {
+					prev[s.GetAttributes().GetId()] = s
+				}
+				t := newTable(a.out)
+				t.row(colPod, colPodID, colCPU, colMem)
+				for _, s := range second {
+					l := s.GetLinux()
+					mem := l.GetMemory().GetWorkingSetBytes().GetValue()
+					if l.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
+						continue
+					}
+					var pct float64
+					if old, ok := prev[s.GetAttributes().GetId()]; ok {
+						if pct, err = cpuPercent(old.GetLinux().GetCpu(), l.GetCpu()); err != nil {
+							return err
+						}
+					}
+					t.row(s.GetAttributes().GetMetadata().GetName(), truncateID(s.GetAttributes().GetId(), ""),
+						fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4))
+				}
+				return t.flush()
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
