@@ -1,0 +1,268 @@
+package scheduler
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Default requests counted for scoring only, for containers that request nothing, so that "no requests"
+// pods still spread (upstream: pkg/scheduler/util DefaultMilliCPURequest / DefaultMemoryRequest).
+const (
+	defaultMilliCPURequest int64 = 100
+	defaultMemoryRequest   int64 = 200 * 1024 * 1024
+)
+
+// resources is a pod's or a node's resource amounts in scheduler units: CPU in millicores, memory and
+// ephemeral storage in bytes, extended resources in their own integer units.
+type resources struct {
+	MilliCPU         int64
+	Memory           int64
+	EphemeralStorage int64
+	Scalar           map[v1.ResourceName]int64
+}
+
+func resourcesFromList(rl v1.ResourceList) resources {
+	var r resources
+	for name, q := range rl {
+		switch name {
+		case v1.ResourceCPU:
+			r.MilliCPU = q.MilliValue()
+		case v1.ResourceMemory:
+			r.Memory = q.Value()
+		case v1.ResourceEphemeralStorage:
+			r.EphemeralStorage = q.Value()
+		case v1.ResourcePods:
+			// The pod count is checked separately against len(pods).
+		default:
+			if q.Value() == 0 {
+				continue
+			}
+			if r.Scalar == nil {
+				r.Scalar = map[v1.ResourceName]int64{}
+			}
+			r.Scalar[name] = q.Value()
+		}
+	}
+	return r
+}
+
+func (r *resources) add(o resources, sign int64) {
+	r.MilliCPU += sign * o.MilliCPU
+	r.Memory += sign * o.Memory
+	r.EphemeralStorage += sign * o.EphemeralStorage
+	for name, v := range o.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[name] += sign * v
+	}
+}
+
+// hostPort is one host port a pod claims: protocol, host IP ("" means every address) and port.
+type hostPort struct {
+	Protocol v1.Protocol
+	IP       string
+	Port     int32
+}
+
+// podInfo is what the scheduler derives once from a pod: its requests, its scoring requests (with
+// defaults for containers that request nothing), its host ports and its controller owner.
+type podInfo struct {
+	Pod       *v1.Pod
+	Requests  resources
+	NonZero   resources
+	HostPorts []hostPort
+	OwnerUID  types.UID
+}
+
+func newPodInfo(pod *v1.Pod) *podInfo {
+	pi := &podInfo{Pod: pod}
+	pi.Requests = resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	nonZero := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		NonMissingContainerRequests: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(defaultMilliCPURequest, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(defaultMemoryRequest, resource.BinarySI),
+		},
+	})
+	pi.NonZero = resourcesFromList(nonZero)
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			proto := p.Protocol
+			if proto == "" {
+				proto = v1.ProtocolTCP
+			}
+			ip := p.HostIP
+			if ip == "0.0.0.0" || ip == "::" {
+				ip = ""
+			}
+			pi.HostPorts = append(pi.HostPorts, hostPort{Protocol: proto, IP: ip, Port: p.HostPort})
+		}
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		pi.OwnerUID = ref.UID
+	}
+	return pi
+}
+
+// conflicts reports whether two host ports cannot both be bound on one node: same protocol and port,
+// and the same host IP or either of them on every address.
+func (a hostPort) conflicts(b hostPort) bool {
+	return a.Port == b.Port && a.Protocol == b.Protocol && (a.IP == b.IP || a.IP == "" || b.IP == "")
+}
+
+// nodeInfo is a node with the pods bound (or assumed bound) to it and their summed requests.
+type nodeInfo struct {
+	Node        *v1.Node
+	Pods        map[string]*podInfo // by namespace/name
+	Requested   resources
+	NonZero     resources
+	OwnerCounts map[types.UID]int
+}
+
+func newNodeInfo() *nodeInfo {
+	return &nodeInfo{Pods: map[string]*podInfo{}, OwnerCounts: map[types.UID]int{}}
+}
+
+func (n *nodeInfo) addPod(key string, pi *podInfo) {
+	n.Pods[key] = pi
+	n.Requested.add(pi.Requests, 1)
+	n.NonZero.add(pi.NonZero, 1)
+	if pi.OwnerUID != "" {
+		n.OwnerCounts[pi.OwnerUID]++
+	}
+}
+
+func (n *nodeInfo) removePod(key string) {
+	pi, ok := n.Pods[key]
+	if !ok {
+		return
+	}
+	delete(n.Pods, key)
+	n.Requested.add(pi.Requests, -1)
+	n.NonZero.add(pi.NonZero, -1)
+	if pi.OwnerUID != "" {
+		if n.OwnerCounts[pi.OwnerUID]--; n.OwnerCounts[pi.OwnerUID] <= 0 {
+			delete(n.OwnerCounts, pi.OwnerUID)
+		}
+	}
+}
+
+// cache keeps a nodeInfo per node, fed by the node and pod informers, plus pods the scheduler has
+// assumed onto a node while their binding is in flight (so the next pod sees the capacity as taken
+// before the informer reports the binding).
+type cache struct {
+	mu      sync.Mutex
+	nodes   map[string]*nodeInfo
+	podNode map[string]string   // pod key → node it is counted on
+	assumed map[string]struct{} // pod keys counted by assumption only
+}
+
+func newCache() *cache {
+	return &cache{nodes: map[string]*nodeInfo{}, podNode: map[string]string{}, assumed: map[string]struct{}{}}
+}
+
+func (c *cache) nodeLocked(name string) *nodeInfo {
+	ni, ok := c.nodes[name]
+	if !ok {
+		ni = newNodeInfo()
+		c.nodes[name] = ni
+	}
+	return ni
+}
+
+func (c *cache) setNode(node *v1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodeLocked(node.Name).Node = node
+}
+
+func (c *cache) removeNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ni, ok := c.nodes[name]
+	if !ok {
+		return
+	}
+	if len(ni.Pods) == 0 {
+		delete(c.nodes, name)
+		return
+	}
+	// Pods still bound to a deleted node keep being counted until they are deleted too.
+	ni.Node = nil
+}
+
+// occupiesNode reports whether a pod counts against its node's capacity: bound and not terminal.
+func occupiesNode(pod *v1.Pod) bool {
+	return pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+}
+
+// setPod records the informer's view of a pod. A pod the informer shows bound replaces its assumption.
+func (c *cache) setPod(key string, pod *v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, isAssumed := c.assumed[key]; isAssumed && pod.Spec.NodeName == "" {
+		return // binding still in flight: keep the assumption
+	}
+	c.removePodLocked(key)
+	if occupiesNode(pod) {
+		c.nodeLocked(pod.Spec.NodeName).addPod(key, newPodInfo(pod))
+		c.podNode[key] = pod.Spec.NodeName
+	}
+}
+
+func (c *cache) removePod(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removePodLocked(key)
+}
+
+func (c *cache) removePodLocked(key string) {
+	delete(c.assumed, key)
+	nodeName, ok := c.podNode[key]
+	if !ok {
+		return
+	}
+	delete(c.podNode, key)
+	if ni, ok := c.nodes[nodeName]; ok {
+		ni.removePod(key)
+		if ni.Node == nil && len(ni.Pods) == 0 {
+			delete(c.nodes, nodeName)
+		}
+	}
+}
+
+// assume counts pod on nodeName before its binding is confirmed.
+func (c *cache) assume(key string, pod *v1.Pod, nodeName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removePodLocked(key)
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = nodeName
+	c.nodeLocked(nodeName).addPod(key, newPodInfo(bound))
+	c.podNode[key] = nodeName
+	c.assumed[key] = struct{}{}
+}
+
+// forget drops an assumption whose binding failed.
+func (c *cache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.assumed[key]; ok {
+		c.removePodLocked(key)
+	}
+}
+
+func (c *cache) isAssumed(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.assumed[key]
+	return ok
+}

@@ -1,0 +1,442 @@
+// Package scheduler is nodekit's bundled pod scheduler. It watches pods that have no node and name
+// this scheduler (spec.schedulerName, "default-scheduler" by default), filters the nodes that can run
+// each one (Ready and schedulable, resources, nodeSelector and required node affinity, taints and
+// tolerations, host ports, spec.nodeName), scores the feasible ones (least allocated, spreading pods of
+// one controller) and binds the pod to the best through the pods/binding subresource. A pod no node
+// fits gets PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is
+// tried again when nodes or pods change. It talks only to the API server, through client-go informers
+// and a rate-limited work queue, like kube-scheduler.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// DefaultSchedulerName is the spec.schedulerName the API server defaults pods to.
+const DefaultSchedulerName = v1.DefaultSchedulerName
+
+// Options configure a Scheduler. Zero values take the defaults given per field.
+type Options struct {
+	// SchedulerName is the spec.schedulerName this scheduler serves (default "default-scheduler");
+	// pods naming any other scheduler are left alone.
+	SchedulerName string
+	// BindWorkers bounds the bindings in flight at once (default 16).
+	BindWorkers int
+	// RetryInterval is how often pods parked as unschedulable are tried again even without a node or
+	// pod change (default 60 s).
+	RetryInterval time.Duration
+	// Logger receives one line per scheduling event (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.SchedulerName == "" {
+		o.SchedulerName = DefaultSchedulerName
+	}
+	if o.BindWorkers <= 0 {
+		o.BindWorkers = 16
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Scheduler places pending pods on nodes. Build it with New and start it with Run.
+type Scheduler struct {
+	client    kubernetes.Interface
+	opts      Options
+	log       *slog.Logger
+	factory   informers.SharedInformerFactory
+	podLister corelisters.PodLister
+	cache     *cache
+	queue     workqueue.TypedRateLimitingInterface[string]
+	filters   []filter
+	rnd       *rand.Rand
+	recorder  record.EventRecorder
+	bindSem   chan struct{}
+	bindWG    sync.WaitGroup
+
+	mu            sync.Mutex
+	moveCycle     int64               // bumped by every node or pod change that may make parked pods fit
+	unschedulable map[string]struct{} // pod keys parked until the next move
+}
+
+// Run builds a scheduler for client and runs it until ctx is done (see New and Scheduler.Run).
+func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
+	s, err := New(client, opts)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// New returns a scheduler over client with its informers registered but not started.
+func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
+	if client == nil {
+		return nil, errors.New("scheduler: client is nil")
+	}
+	opts.setDefaults()
+	s := &Scheduler{
+		client:        client,
+		opts:          opts,
+		log:           opts.Logger.With("component", "scheduler", "scheduler", opts.SchedulerName),
+		factory:       informers.NewSharedInformerFactory(client, 0),
+		cache:         newCache(),
+		filters:       filters(logr.FromSlogHandler(opts.Logger.Handler())),
+		rnd:           rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		bindSem:       make(chan struct{}, opts.BindWorkers),
+		unschedulable: map[string]struct{}{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
+	}
+	podInformer := s.factory.Core().V1().Pods()
+	s.podLister = podInformer.Lister()
+	if _, err := podInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.onPodAdd(obj.(*v1.Pod)) },
+		UpdateFunc: func(oldObj, newObj any) { s.onPodUpdate(oldObj.(*v1.Pod), newObj.(*v1.Pod)) },
+		DeleteFunc: s.onPodDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("scheduler: pod event handler: %w", err)
+	}
+	if _, err := s.factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.cache.setNode(obj.(*v1.Node)); s.moveAllToActive("NodeAdd") },
+		UpdateFunc: func(oldObj, newObj any) { s.onNodeUpdate(oldObj.(*v1.Node), newObj.(*v1.Node)) },
+		DeleteFunc: s.onNodeDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("scheduler: node event handler: %w", err)
+	}
+	return s, nil
+}
+
+// Run starts the informers, waits for their caches, then schedules one pod at a time (bindings run
+// concurrently) until ctx is done. It returns nil on a clean stop.
+func (s *Scheduler) Run(ctx context.Context) error {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	s.recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: s.opts.SchedulerName})
+
+	defer s.queue.ShutDown()
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("scheduler: cache for %v did not sync: %w", typ, ctx.Err())
+		}
+	}
+	s.log.Info("scheduler started")
+	go func() {
+		t := time.NewTicker(s.opts.RetryInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.moveAllToActive("RetryInterval")
+			}
+		}
+	}()
+	go func() { <-ctx.Done(); s.queue.ShutDown() }()
+	for s.processNext(ctx) {
+	}
+	s.bindWG.Wait()
+	return nil
+}
+
+func podKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// responsibleFor reports whether pod waits for this scheduler: no node yet, this scheduler's name,
+// not being deleted, not finished.
+func (s *Scheduler) responsibleFor(pod *v1.Pod) bool {
+	name := pod.Spec.SchedulerName
+	if name == "" {
+		name = DefaultSchedulerName
+	}
+	return pod.Spec.NodeName == "" && name == s.opts.SchedulerName && pod.DeletionTimestamp == nil &&
+		pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+}
+
+func (s *Scheduler) onPodAdd(pod *v1.Pod) {
+	key := podKey(pod)
+	s.cache.setPod(key, pod)
+	if s.responsibleFor(pod) {
+		s.queue.Add(key)
+	}
+}
+
+func (s *Scheduler) onPodUpdate(oldPod, newPod *v1.Pod) {
+	key := podKey(newPod)
+	s.cache.setPod(key, newPod)
+	if occupiesNode(oldPod) && !occupiesNode(newPod) {
+		s.moveAllToActive("PodFinished")
+	}
+	if !s.responsibleFor(newPod) {
+		s.dropParked(key)
+		return
+	}
+	s.mu.Lock()
+	_, parked := s.unschedulable[key]
+	s.mu.Unlock()
+	// A parked pod is retried when its scheduling inputs change, not on its own status writes.
+	if parked && equality.Semantic.DeepEqual(oldPod.Spec, newPod.Spec) && equality.Semantic.DeepEqual(oldPod.Labels, newPod.Labels) {
+		return
+	}
+	s.dropParked(key)
+	s.queue.Add(key)
+}
+
+func (s *Scheduler) onPodDelete(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	key := podKey(pod)
+	s.cache.removePod(key)
+	s.dropParked(key)
+	if pod.Spec.NodeName != "" {
+		s.moveAllToActive("AssignedPodDelete")
+	}
+}
+
+func (s *Scheduler) onNodeUpdate(oldNode, newNode *v1.Node) {
+	s.cache.setNode(newNode)
+	if nodeSchedulingChanged(oldNode, newNode) {
+		s.moveAllToActive("NodeUpdate")
+	}
+}
+
+func (s *Scheduler) onNodeDelete(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if node, ok := obj.(*v1.Node); ok {
+		s.cache.removeNode(node.Name)
+	}
+}
+
+// nodeSchedulingChanged reports whether a node update can change a filter's answer; heartbeats that
+// only refresh timestamps do not.
+func nodeSchedulingChanged(a, b *v1.Node) bool {
+	return a.Spec.Unschedulable != b.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) ||
+		readyStatus(a) != readyStatus(b)
+}
+
+func readyStatus(n *v1.Node) v1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status
+		}
+	}
+	return v1.ConditionUnknown
+}
+
+// moveAllToActive puts every parked pod back in the active queue after an event that may let it fit.
+func (s *Scheduler) moveAllToActive(event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moveCycle++
+	if len(s.unschedulable) == 0 {
+		return
+	}
+	s.log.Debug("retrying unschedulable pods", "event", event, "pods", len(s.unschedulable))
+	for key := range s.unschedulable {
+		s.queue.Add(key)
+	}
+	clear(s.unschedulable)
+}
+
+func (s *Scheduler) dropParked(key string) {
+	s.mu.Lock()
+	delete(s.unschedulable, key)
+	s.mu.Unlock()
+}
+
+// park holds an unschedulable pod until the next move event; if one already happened while the pod
+// was being scheduled (its cycle is stale), the pod is retried after a backoff instead.
+func (s *Scheduler) park(key string, cycle int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cycle < s.moveCycle {
+		s.queue.AddRateLimited(key)
+		return
+	}
+	s.unschedulable[key] = struct{}{}
+}
+
+func (s *Scheduler) processNext(ctx context.Context) bool {
+	key, quit := s.queue.Get()
+	if quit {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.scheduleOne(ctx, key); err != nil {
+		s.log.Warn("scheduling attempt failed, will retry", "pod", key, "err", err)
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+// scheduleOne runs one scheduling cycle for the pod named key: filter, score, assume, bind (async).
+func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
+	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := s.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !s.responsibleFor(pod) || s.cache.isAssumed(key) {
+		return nil
+	}
+	s.mu.Lock()
+	cycle := s.moveCycle
+	s.mu.Unlock()
+
+	nodeName, fitErr := s.findNode(pod)
+	if fitErr != nil {
+		s.park(key, cycle)
+		return s.recordUnschedulable(ctx, pod, fitErr)
+	}
+	s.cache.assume(key, pod, nodeName)
+	s.bindWG.Add(1)
+	s.bindSem <- struct{}{}
+	go func() {
+		defer s.bindWG.Done()
+		defer func() { <-s.bindSem }()
+		s.bind(ctx, key, pod, nodeName)
+	}()
+	return nil
+}
+
+// findNode returns the best node for pod, or a fitError saying why every node failed.
+func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
+	pi := newPodInfo(pod)
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	fitErr := &fitError{NodeReasons: map[string][]string{}}
+	var feasible []*nodeInfo
+	for name, ni := range s.cache.nodes {
+		if ni.Node == nil {
+			continue
+		}
+		fitErr.NumAllNodes++
+		if reasons := runFilters(s.filters, pi, ni); reasons != nil {
+			fitErr.NodeReasons[name] = reasons
+			continue
+		}
+		feasible = append(feasible, ni)
+	}
+	if len(feasible) == 0 {
+		return "", fitErr
+	}
+	return feasible[selectHost(pi, feasible, s.rnd)].Node.Name, nil
+}
+
+// bind posts the pods/binding subresource; on failure the assumption is dropped and the pod retried.
+func (s *Scheduler) bind(ctx context.Context, key string, pod *v1.Pod, nodeName string) {
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	if err != nil {
+		s.cache.forget(key)
+		if apierrors.IsNotFound(err) || ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("binding failed, will retry", "pod", key, "node", nodeName, "err", err)
+		s.queue.AddRateLimited(key)
+		return
+	}
+	s.log.Info("pod scheduled", "pod", key, "node", nodeName)
+	s.recorder.Eventf(pod, v1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", key, nodeName)
+}
+
+// recordUnschedulable sets PodScheduled=False reason Unschedulable with fitErr's message (written only
+// when it changes) and emits a FailedScheduling event.
+func (s *Scheduler) recordUnschedulable(ctx context.Context, pod *v1.Pod, fitErr *fitError) error {
+	msg := fitErr.Error()
+	s.log.Info("pod unschedulable", "pod", podKey(pod), "reason", msg)
+	s.recorder.Event(pod, v1.EventTypeWarning, "FailedScheduling", msg)
+	cond := v1.PodCondition{
+		Type:    v1.PodScheduled,
+		Status:  v1.ConditionFalse,
+		Reason:  v1.PodReasonUnschedulable,
+		Message: msg,
+	}
+	updated := pod.DeepCopy()
+	if !setPodCondition(&updated.Status, cond) {
+		return nil
+	}
+	_, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("set PodScheduled=False on %s: %w", podKey(pod), err)
+	}
+	return nil
+}
+
+// setPodCondition sets cond in status, keeping lastTransitionTime when the status does not change.
+// It reports whether anything changed.
+func setPodCondition(status *v1.PodStatus, cond v1.PodCondition) bool {
+	now := metav1.Now()
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if c.Type != cond.Type {
+			continue
+		}
+		if c.Status == cond.Status && c.Reason == cond.Reason && c.Message == cond.Message {
+			return false
+		}
+		cond.LastProbeTime = now
+		cond.LastTransitionTime = c.LastTransitionTime
+		if c.Status != cond.Status {
+			cond.LastTransitionTime = now
+		}
+		*c = cond
+		return true
+	}
+	cond.LastProbeTime, cond.LastTransitionTime = now, now
+	status.Conditions = append(status.Conditions, cond)
+	return true
+}
+

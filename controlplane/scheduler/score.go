@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// maxNodeScore is the top score one score plugin gives a node (upstream framework.MaxNodeScore).
+const maxNodeScore int64 = 100
+
+// scoreLeastAllocated favours nodes with more room left after placing the pod: for CPU and memory,
+// (allocatable − requested) × 100 / allocatable, averaged; requests include the pod and count
+// containers without requests at the default 100m CPU / 200Mi (upstream NodeResourcesFit,
+// LeastAllocated strategy).
+func scoreLeastAllocated(pi *podInfo, ni *nodeInfo) int64 {
+	a := resourcesFromList(ni.Node.Status.Allocatable)
+	cpu := leastAllocated(ni.NonZero.MilliCPU+pi.NonZero.MilliCPU, a.MilliCPU)
+	mem := leastAllocated(ni.NonZero.Memory+pi.NonZero.Memory, a.Memory)
+	return (cpu + mem) / 2
+}
+
+func leastAllocated(requested, capacity int64) int64 {
+	if capacity <= 0 || requested > capacity {
+		return 0
+	}
+	return (capacity - requested) * maxNodeScore / capacity
+}
+
+// scoreSpread favours nodes holding fewer pods of the pod's controller (same ReplicaSet, …):
+// 100 × (max − count) / max over the feasible nodes, 100 everywhere when none holds any (upstream
+// SelectorSpread / default PodTopologySpread by hostname, simplified to the controller owner).
+func scoreSpread(pi *podInfo, feasible []*nodeInfo) []int64 {
+	scores := make([]int64, len(feasible))
+	if pi.OwnerUID == "" {
+		for i := range scores {
+			scores[i] = maxNodeScore
+		}
+		return scores
+	}
+	var maxCount int
+	for _, ni := range feasible {
+		maxCount = max(maxCount, ni.OwnerCounts[pi.OwnerUID])
+	}
+	for i, ni := range feasible {
+		if maxCount == 0 {
+			scores[i] = maxNodeScore
+			continue
+		}
+		scores[i] = maxNodeScore * int64(maxCount-ni.OwnerCounts[pi.OwnerUID]) / int64(maxCount)
+	}
+	return scores
+}
+
+// selectHost sums the scores per feasible node and returns the index of the best one, choosing
+// uniformly at random among nodes that tie for the top total (reservoir sampling, as upstream does).
+func selectHost(pi *podInfo, feasible []*nodeInfo, rnd *rand.Rand) int {
+	spread := scoreSpread(pi, feasible)
+	best, bestScore, ties := -1, int64(-1), 0
+	for i, ni := range feasible {
+		total := scoreLeastAllocated(pi, ni) + spread[i]
+		switch {
+		case total > bestScore:
+			best, bestScore, ties = i, total, 1
+		case total == bestScore:
+			ties++
+			if rnd.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// fitError explains why no node fits a pod: the reasons each node failed, summed into the
+// PodScheduled=False message "0/N nodes are available: <count> <reason>, …." Reasons are listed with
+// the most frequent first (ties in text order).
+type fitError struct {
+	NumAllNodes int
+	NodeReasons map[string][]string // node name → reasons
+}
+
+func (e *fitError) Error() string {
+	counts := map[string]int{}
+	for _, reasons := range e.NodeReasons {
+		for _, r := range reasons {
+			counts[r]++
+		}
+	}
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	var b strings.Builder
+	b.WriteString("0/" + strconv.Itoa(e.NumAllNodes) + " nodes are available")
+	if len(reasons) == 0 {
+		b.WriteString(".")
+		return b.String()
+	}
+	b.WriteString(": ")
+	for i, r := range reasons {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(counts[r]) + " " + r)
+	}
+	b.WriteString(".")
+	return b.String()
+}
