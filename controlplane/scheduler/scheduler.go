@@ -439,4 +439,3 @@ func setPodCondition(status *v1.PodStatus, cond v1.PodCondition) bool {
 	status.Conditions = append(status.Conditions, cond)
 	return true
 }
-

@@ -69,7 +69,9 @@ func scheduledCondition(p *v1.Pod) *v1.PodCondition {
 }
 
 func TestUnschedulableMessageThenRetryOnNodeAdd(t *testing.T) {
-	tainted := node("n3", "8", "8Gi", func(n *v1.Node) { n.Spec.Taints = []v1.Taint{{Key: "key", Value: "value", Effect: v1.TaintEffectNoSchedule}} })
+	tainted := node("n3", "8", "8Gi", func(n *v1.Node) {
+		n.Spec.Taints = []v1.Taint{{Key: "key", Value: "value", Effect: v1.TaintEffectNoSchedule}}
+	})
 	client := fakeCluster(t, node("n1", "1", "4Gi"), node("n2", "1", "4Gi"), tainted, pod("big", "2", "1Gi"))
 
 	p := waitPod(t, client, "big", "PodScheduled=False", func(p *v1.Pod) bool { return scheduledCondition(p) != nil })
