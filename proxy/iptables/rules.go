@@ -19,20 +19,21 @@ import (
 const (
 	ChainPrefix = "NODEKIT-"
 
-	chainServices         = "NODEKIT-SERVICES"          // nat: ClusterIP/external IP → service chain; filter: REJECT/DROP
-	chainExternalServices = "NODEKIT-EXTERNAL-SERVICES" // filter: REJECT/DROP for NodePorts and external IPs
-	chainNodePorts        = "NODEKIT-NODEPORTS"         // nat: NodePort → external chain
-	chainPostrouting      = "NODEKIT-POSTROUTING"       // nat: MASQUERADE what was marked
-	chainMarkMasq         = "NODEKIT-MARK-MASQ"         // nat: set the masquerade mark
-	chainForward          = "NODEKIT-FORWARD"           // filter: accept marked and established service traffic
+	ChainServices         = "NODEKIT-SERVICES"          // nat: ClusterIP/external IP → service chain; filter: REJECT/DROP
+	ChainExternalServices = "NODEKIT-EXTERNAL-SERVICES" // filter: REJECT/DROP for NodePorts and external IPs
+	ChainNodePorts        = "NODEKIT-NODEPORTS"         // nat: NodePort → external chain
+	ChainPostrouting      = "NODEKIT-POSTROUTING"       // nat: MASQUERADE what was marked
+	ChainMarkMasq         = "NODEKIT-MARK-MASQ"         // nat: set the masquerade mark
+	ChainForward          = "NODEKIT-FORWARD"           // filter: accept marked and established service traffic
 
 	// MasqueradeMark is the packet mark bit that asks NODEKIT-POSTROUTING to masquerade (kube-proxy's 0x4000).
 	MasqueradeMark = "0x4000"
 )
 
+// The tables nodekit writes.
 const (
-	tableNAT    = "nat"
-	tableFilter = "filter"
+	TableNAT    = "nat"
+	TableFilter = "filter"
 )
 
 // Config holds the node facts the rules depend on.
@@ -52,20 +53,20 @@ type jump struct {
 
 // jumps are the entry points from the built-in chains, in kube-proxy's places.
 var jumps = []jump{
-	{tableNAT, "PREROUTING", []string{"-m", "comment", "--comment", "nodekit service portals", "-j", chainServices}},
-	{tableNAT, "OUTPUT", []string{"-m", "comment", "--comment", "nodekit service portals", "-j", chainServices}},
-	{tableNAT, "POSTROUTING", []string{"-m", "comment", "--comment", "nodekit postrouting rules", "-j", chainPostrouting}},
-	{tableFilter, "INPUT", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit external service portals", "-j", chainExternalServices}},
-	{tableFilter, "FORWARD", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit external service portals", "-j", chainExternalServices}},
-	{tableFilter, "FORWARD", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit service portals", "-j", chainServices}},
-	{tableFilter, "OUTPUT", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit service portals", "-j", chainServices}},
-	{tableFilter, "FORWARD", []string{"-m", "comment", "--comment", "nodekit forwarding rules", "-j", chainForward}},
+	{TableNAT, "PREROUTING", []string{"-m", "comment", "--comment", "nodekit service portals", "-j", ChainServices}},
+	{TableNAT, "OUTPUT", []string{"-m", "comment", "--comment", "nodekit service portals", "-j", ChainServices}},
+	{TableNAT, "POSTROUTING", []string{"-m", "comment", "--comment", "nodekit postrouting rules", "-j", ChainPostrouting}},
+	{TableFilter, "INPUT", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit external service portals", "-j", ChainExternalServices}},
+	{TableFilter, "FORWARD", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit external service portals", "-j", ChainExternalServices}},
+	{TableFilter, "FORWARD", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit service portals", "-j", ChainServices}},
+	{TableFilter, "OUTPUT", []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "nodekit service portals", "-j", ChainServices}},
+	{TableFilter, "FORWARD", []string{"-m", "comment", "--comment", "nodekit forwarding rules", "-j", ChainForward}},
 }
 
 // topChains are rewritten on every sync; per-service chains only when their rules change.
 var topChains = map[string][]string{
-	tableNAT:    {chainServices, chainNodePorts, chainPostrouting, chainMarkMasq},
-	tableFilter: {chainServices, chainExternalServices, chainForward},
+	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq},
+	TableFilter: {ChainServices, ChainExternalServices, ChainForward},
 }
 
 // Ruleset is the complete desired content of nodekit's chains: per table, chain name → rule lines
@@ -80,7 +81,17 @@ type Table struct {
 	Chains map[string][]string
 }
 
-func (t *Table) add(chain string, parts ...string) {
+// NewTable returns a Table holding nodekit's top-level chains of table ("nat" or "filter"), empty.
+func NewTable(table string) *Table {
+	t := &Table{Chains: map[string][]string{}}
+	for _, c := range topChains[table] {
+		t.Add(c)
+	}
+	return t
+}
+
+// Add declares chain (if new) and appends one rule made of parts; with no parts it only declares the chain.
+func (t *Table) Add(chain string, parts ...string) {
 	if _, ok := t.Chains[chain]; !ok {
 		t.Order = append(t.Order, chain)
 		t.Chains[chain] = nil
@@ -99,18 +110,6 @@ func (t *Table) Rules() int {
 	return n
 }
 
-func newRuleset() *Ruleset {
-	rs := &Ruleset{Tables: map[string]*Table{}}
-	for _, tb := range []string{tableFilter, tableNAT} {
-		t := &Table{Chains: map[string][]string{}}
-		for _, c := range topChains[tb] {
-			t.add(c)
-		}
-		rs.Tables[tb] = t
-	}
-	return rs
-}
-
 // chainName returns ChainPrefix+kind+"-"+the first 16 base32 characters of sha256(key), like kube-proxy's
 // servicePortChainName, so names are stable across restarts and fit iptables' 28-character limit.
 func chainName(kind, key string) string {
@@ -127,7 +126,8 @@ func sepChain(sp *state.ServicePort, e state.Endpoint) string {
 
 func proto(p v1.Protocol) string { return strings.ToLower(string(p)) }
 
-func comment(s string) []string { return []string{"-m", "comment", "--comment", strconv.Quote(s)} }
+// Comment is "-m comment --comment <quoted s>".
+func Comment(s string) []string { return []string{"-m", "comment", "--comment", strconv.Quote(s)} }
 
 // dport is "-p tcp -m tcp --dport N".
 func dport(p v1.Protocol, port int32) []string {
@@ -157,26 +157,32 @@ func cat(parts ...[]string) []string {
 //   - filter NODEKIT-SERVICES / NODEKIT-EXTERNAL-SERVICES REJECT ports that have no endpoint at all and DROP
 //     those whose traffic policy leaves no endpoint on this node.
 func Build(snap *state.Snapshot, cfg Config) *Ruleset {
-	rs := newRuleset()
-	nat, filter := rs.Tables[tableNAT], rs.Tables[tableFilter]
-
-	nat.add(chainMarkMasq, "-j", "MARK", "--or-mark", MasqueradeMark)
-	nat.add(chainPostrouting, "-m", "mark", "!", "--mark", MasqueradeMark+"/"+MasqueradeMark, "-j", "RETURN")
-	nat.add(chainPostrouting, "-j", "MARK", "--xor-mark", MasqueradeMark)
-	nat.add(chainPostrouting, cat(comment("nodekit service traffic requiring SNAT"), []string{"-j", "MASQUERADE", "--random-fully"})...)
-	filter.add(chainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
-	filter.add(chainForward, cat(comment("nodekit forwarding rules"), []string{"-m", "mark", "--mark", MasqueradeMark + "/" + MasqueradeMark, "-j", "ACCEPT"})...)
-	filter.add(chainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
-
+	rs := NewRuleset()
+	nat, filter := rs.Tables[TableNAT], rs.Tables[TableFilter]
 	for _, sp := range snap.Ports {
 		buildPort(nat, filter, sp, cfg)
 	}
-
 	local := []string{"-m", "addrtype", "--dst-type", "LOCAL"}
 	if !cfg.LocalhostNodePorts {
 		local = append([]string{"!", "-d", "127.0.0.0/8"}, local...)
 	}
-	nat.add(chainServices, cat(comment("nodekit service nodeports; NOTE: this must be the last rule in this chain"), local, []string{"-j", chainNodePorts})...)
+	nat.Add(ChainServices, cat(Comment("nodekit service nodeports; NOTE: this must be the last rule in this chain"), local, []string{"-j", ChainNodePorts})...)
+	return rs
+}
+
+// NewRuleset returns the rules every mode has: the masquerade mark and its MASQUERADE, and the filter
+// FORWARD acceptance of marked and established service traffic (needed when FORWARD's policy is DROP).
+func NewRuleset() *Ruleset {
+	rs := &Ruleset{Tables: map[string]*Table{TableFilter: NewTable(TableFilter), TableNAT: NewTable(TableNAT)}}
+	nat, filter := rs.Tables[TableNAT], rs.Tables[TableFilter]
+
+	nat.Add(ChainMarkMasq, "-j", "MARK", "--or-mark", MasqueradeMark)
+	nat.Add(ChainPostrouting, "-m", "mark", "!", "--mark", MasqueradeMark+"/"+MasqueradeMark, "-j", "RETURN")
+	nat.Add(ChainPostrouting, "-j", "MARK", "--xor-mark", MasqueradeMark)
+	nat.Add(ChainPostrouting, cat(Comment("nodekit service traffic requiring SNAT"), []string{"-j", "MASQUERADE", "--random-fully"})...)
+	filter.Add(ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	filter.Add(ChainForward, cat(Comment("nodekit forwarding rules"), []string{"-m", "mark", "--mark", MasqueradeMark + "/" + MasqueradeMark, "-j", "ACCEPT"})...)
+	filter.Add(ChainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 	return rs
 }
 
@@ -202,9 +208,9 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 	if usesCluster && len(clusterEPs) > 0 {
 		chosen = append(chosen, clusterEPs)
 		c := svcChain(sp)
-		nat.add(c)
+		nat.Add(c)
 		if cfg.ClusterCIDR.IsValid() {
-			nat.add(c, cat([]string{"!", "-s", cfg.ClusterCIDR.String()}, cipMatch, []string{"-j", chainMarkMasq})...)
+			nat.Add(c, cat([]string{"!", "-s", cfg.ClusterCIDR.String()}, cipMatch, []string{"-j", ChainMarkMasq})...)
 		}
 		endpointJumps(nat, c, sp, clusterEPs)
 	}
@@ -212,7 +218,7 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 	if usesLocal && len(localEPs) > 0 {
 		chosen = append(chosen, localEPs)
 		c := svlChain(sp)
-		nat.add(c)
+		nat.Add(c)
 		endpointJumps(nat, c, sp, localEPs)
 	}
 	// Endpoint chains.
@@ -221,13 +227,13 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 		for _, e := range eps {
 			if c := sepChain(sp, e); !seps[c] {
 				seps[c] = true
-				nat.add(c, "-s", host(e.IP), "-j", chainMarkMasq)
+				nat.Add(c, "-s", host(e.IP), "-j", ChainMarkMasq)
 				dnat := []string{"-p", proto(sp.Protocol)}
 				if sp.AffinityTimeout > 0 {
 					dnat = append(dnat, "-m", "recent", "--set", "--name", c, "--mask", "255.255.255.255", "--rsource")
 				}
 				dnat = append(dnat, "-m", proto(sp.Protocol), "-j", "DNAT", "--to-destination", e.String())
-				nat.add(c, dnat...)
+				nat.Add(c, dnat...)
 			}
 		}
 	}
@@ -235,11 +241,11 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 	// ClusterIP.
 	switch {
 	case len(internal) > 0:
-		nat.add(chainServices, cat(cipMatch, comment(name+" cluster IP"), []string{"-j", internalChain})...)
+		nat.Add(ChainServices, cat(cipMatch, Comment(name+" cluster IP"), []string{"-j", internalChain})...)
 	case sp.HasEndpoints():
-		filter.add(chainServices, cat(cipMatch, comment(name+" has no local endpoints"), []string{"-j", "DROP"})...)
+		filter.Add(ChainServices, cat(cipMatch, Comment(name+" has no local endpoints"), []string{"-j", "DROP"})...)
 	default:
-		filter.add(chainServices, cat(cipMatch, comment(name+" has no endpoints"), []string{"-j", "REJECT", "--reject-with", "icmp-port-unreachable"})...)
+		filter.Add(ChainServices, cat(cipMatch, Comment(name+" has no endpoints"), []string{"-j", "REJECT", "--reject-with", "icmp-port-unreachable"})...)
 	}
 	if !sp.HasExternal() {
 		return
@@ -248,24 +254,24 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 	// External entry points: external IPs and the NodePort.
 	if len(external) > 0 {
 		c := extChain(sp)
-		nat.add(c)
+		nat.Add(c)
 		if !sp.ExternalLocal {
-			nat.add(c, cat(comment("masquerade traffic for "+name+" external destinations"), []string{"-j", chainMarkMasq})...)
+			nat.Add(c, cat(Comment("masquerade traffic for "+name+" external destinations"), []string{"-j", ChainMarkMasq})...)
 		} else {
 			if cfg.ClusterCIDR.IsValid() && len(internal) > 0 {
-				nat.add(c, cat([]string{"-s", cfg.ClusterCIDR.String()}, comment("pod traffic for "+name+" external destinations"), []string{"-j", internalChain})...)
+				nat.Add(c, cat([]string{"-s", cfg.ClusterCIDR.String()}, Comment("pod traffic for "+name+" external destinations"), []string{"-j", internalChain})...)
 			}
-			nat.add(c, cat(comment("masquerade LOCAL traffic for "+name+" external destinations"), []string{"-m", "addrtype", "--src-type", "LOCAL", "-j", chainMarkMasq})...)
+			nat.Add(c, cat(Comment("masquerade LOCAL traffic for "+name+" external destinations"), []string{"-m", "addrtype", "--src-type", "LOCAL", "-j", ChainMarkMasq})...)
 			if len(internal) > 0 {
-				nat.add(c, cat(comment("route LOCAL traffic for "+name+" external destinations"), []string{"-m", "addrtype", "--src-type", "LOCAL", "-j", internalChain})...)
+				nat.Add(c, cat(Comment("route LOCAL traffic for "+name+" external destinations"), []string{"-m", "addrtype", "--src-type", "LOCAL", "-j", internalChain})...)
 			}
 		}
-		nat.add(c, "-j", externalChain)
+		nat.Add(c, "-j", externalChain)
 		for _, ip := range sp.ExternalIPs {
-			nat.add(chainServices, cat([]string{"-d", host(ip)}, dport(sp.Protocol, sp.Port), comment(name+" external IP"), []string{"-j", c})...)
+			nat.Add(ChainServices, cat([]string{"-d", host(ip)}, dport(sp.Protocol, sp.Port), Comment(name+" external IP"), []string{"-j", c})...)
 		}
 		if sp.NodePort != 0 {
-			nat.add(chainNodePorts, cat(dport(sp.Protocol, sp.NodePort), comment(name), []string{"-j", c})...)
+			nat.Add(ChainNodePorts, cat(dport(sp.Protocol, sp.NodePort), Comment(name), []string{"-j", c})...)
 		}
 		return
 	}
@@ -275,10 +281,10 @@ func buildPort(nat, filter *Table, sp *state.ServicePort, cfg Config) {
 		target, why = []string{"-j", "DROP"}, " has no local endpoints"
 	}
 	for _, ip := range sp.ExternalIPs {
-		filter.add(chainExternalServices, cat([]string{"-d", host(ip)}, dport(sp.Protocol, sp.Port), comment(name+why), target)...)
+		filter.Add(ChainExternalServices, cat([]string{"-d", host(ip)}, dport(sp.Protocol, sp.Port), Comment(name+why), target)...)
 	}
 	if sp.NodePort != 0 {
-		filter.add(chainExternalServices, cat([]string{"-m", "addrtype", "--dst-type", "LOCAL"}, dport(sp.Protocol, sp.NodePort), comment(name+why), target)...)
+		filter.Add(ChainExternalServices, cat([]string{"-m", "addrtype", "--dst-type", "LOCAL"}, dport(sp.Protocol, sp.NodePort), Comment(name+why), target)...)
 	}
 }
 
@@ -287,7 +293,7 @@ func endpointJumps(nat *Table, c string, sp *state.ServicePort, eps []state.Endp
 	if sp.AffinityTimeout > 0 {
 		for _, e := range eps {
 			sep := sepChain(sp, e)
-			nat.add(c, "-m", "recent", "--name", sep, "--mask", "255.255.255.255", "--rsource", "--rcheck",
+			nat.Add(c, "-m", "recent", "--name", sep, "--mask", "255.255.255.255", "--rsource", "--rcheck",
 				"--seconds", strconv.Itoa(int(sp.AffinityTimeout)), "--reap", "-j", sep)
 		}
 	}
@@ -295,9 +301,9 @@ func endpointJumps(nat *Table, c string, sp *state.ServicePort, eps []state.Endp
 	for i, e := range eps {
 		sep := sepChain(sp, e)
 		if i < n-1 {
-			nat.add(c, "-m", "statistic", "--mode", "random", "--probability", fmt.Sprintf("%0.10f", 1.0/float64(n-i)), "-j", sep)
+			nat.Add(c, "-m", "statistic", "--mode", "random", "--probability", fmt.Sprintf("%0.10f", 1.0/float64(n-i)), "-j", sep)
 		} else {
-			nat.add(c, "-j", sep)
+			nat.Add(c, "-j", sep)
 		}
 	}
 }

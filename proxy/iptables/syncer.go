@@ -61,11 +61,28 @@ func New(cfg Config, log *slog.Logger) (*Syncer, error) {
 	return &Syncer{cfg: cfg, ipt: ipt, log: log.With("mode", "iptables"), wait: "5"}, nil
 }
 
-// Sync writes the rules for snap. full rewrites every chain and also removes nodekit chains found in the
-// kernel but not wanted (left by an earlier run); otherwise only changed chains are written. On error nothing
-// of the batch is applied (iptables-restore is atomic per table) and the next Sync is full.
+// Sync writes the rules for snap and then deletes stale UDP conntrack entries. full rewrites every chain and
+// also removes nodekit chains found in the kernel but not wanted (left by an earlier run); otherwise only
+// changed chains are written. On error nothing of the batch is applied (iptables-restore is atomic per
+// table) and the next Sync is full.
 func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Result, error) {
-	rs := Build(snap, s.cfg)
+	res, err := s.Write(ctx, Build(snap, s.cfg), full)
+	if err != nil {
+		return res, err
+	}
+	n, err := conntrack.Delete(conntrack.Stale(s.prev, snap))
+	res.ConntrackDeleted = n
+	if err != nil {
+		// The rules are in place; stale UDP flows expire by themselves. Report but keep the sync.
+		s.log.Warn("conntrack cleanup failed", "err", err)
+	}
+	s.prev = snap
+	return res, nil
+}
+
+// Write applies a Ruleset in one iptables-restore --noflush batch (see Sync for full) and makes sure the
+// built-in chains jump to nodekit's. The IPVS backend uses it for the few iptables rules IPVS mode needs.
+func (s *Syncer) Write(ctx context.Context, rs *Ruleset, full bool) (Result, error) {
 	if s.applied == nil {
 		full = true
 	}
@@ -83,7 +100,7 @@ func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Res
 	}
 	var buf bytes.Buffer
 	res := Result{Rules: map[string]int{}}
-	for _, tb := range []string{tableFilter, tableNAT} {
+	for _, tb := range []string{TableFilter, TableNAT} {
 		w, d := writeTable(&buf, tb, rs.Tables[tb], existing[tb], full)
 		res.ChainsWritten += w
 		res.ChainsDeleted += d
@@ -107,13 +124,6 @@ func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Res
 			return res, err
 		}
 	}
-	n, err := conntrack.Delete(conntrack.Stale(s.prev, snap))
-	res.ConntrackDeleted = n
-	if err != nil {
-		// The rules are in place; stale UDP flows expire by themselves. Report but keep the sync.
-		s.log.Warn("conntrack cleanup failed", "err", err)
-	}
-	s.prev = snap
 	return res, nil
 }
 
@@ -176,7 +186,7 @@ func (s *Syncer) restore(ctx context.Context, in *bytes.Buffer) error {
 // existingChains lists the nodekit chains present in the kernel's nat and filter tables.
 func (s *Syncer) existingChains(ctx context.Context) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	for _, tb := range []string{tableFilter, tableNAT} {
+	for _, tb := range []string{TableFilter, TableNAT} {
 		chains, err := savedChains(ctx, tb)
 		if err != nil {
 			return nil, err
@@ -245,7 +255,7 @@ func (s *Syncer) ensureJumps() error {
 // stay as they were. It is idempotent.
 func Cleanup(ctx context.Context) error {
 	var buf bytes.Buffer
-	for _, tb := range []string{tableFilter, tableNAT} {
+	for _, tb := range []string{TableFilter, TableNAT} {
 		lines, err := save(ctx, tb)
 		if err != nil {
 			return err

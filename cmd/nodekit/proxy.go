@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodekit/nodekit/proxy"
+)
+
+func init() {
+	var (
+		kubeconfig, mode, clusterCIDR, nodeName, metricsAddr, scheduler string
+		minSync, syncPeriod                                             time.Duration
+		cleanup, localhostNodePorts                                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run the service proxy: program iptables or IPVS so Services reach their endpoints",
+		Long: "Watches Services and EndpointSlices and writes the node's Service routing into the kernel\n" +
+			"(iptables mode by default, or IPVS). With --cleanup it removes every rule, chain, ipset and\n" +
+			"interface the proxy owns and exits.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if cleanup {
+				return proxy.Cleanup(ctx)
+			}
+			if kubeconfig == "" {
+				return fmt.Errorf("--kubeconfig is required")
+			}
+			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
+			client, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			p, err := proxy.New(proxy.Config{
+				Client: client, Mode: proxy.Mode(mode), NodeName: nodeName, ClusterCIDR: clusterCIDR,
+				MinSyncPeriod: minSync, SyncPeriod: syncPeriod, MetricsAddr: metricsAddr,
+				IPVSScheduler: scheduler, LocalhostNodePorts: localhostNodePorts,
+			})
+			if err != nil {
+				return err
+			}
+			return p.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file to reach the API server")
+	f.StringVar(&mode, "proxy-mode", string(proxy.ModeIPTables), "backend: iptables or ipvs")
+	f.StringVar(&clusterCIDR, "cluster-cidr", "", "pod network CIDR; ClusterIP traffic from outside it is masqueraded")
+	f.StringVar(&nodeName, "hostname-override", "", "this node's name (default: the hostname), for traffic policy Local")
+	f.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "host:port serving /healthz and /metrics; empty disables")
+	f.StringVar(&scheduler, "ipvs-scheduler", "rr", "IPVS scheduler (rr, lc, sh, ...)")
+	f.DurationVar(&minSync, "min-sync-period", time.Second, "least time between two syncs")
+	f.DurationVar(&syncPeriod, "sync-period", 30*time.Second, "most time between two full syncs")
+	f.BoolVar(&localhostNodePorts, "localhost-nodeports", false, "answer NodePorts on 127.0.0.0/8 too (sets route_localnet)")
+	f.BoolVar(&cleanup, "cleanup", false, "remove every rule, chain, ipset and interface the proxy owns, then exit")
+	root.AddCommand(cmd)
+}
