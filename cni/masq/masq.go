@@ -1,0 +1,86 @@
+// Package masq keeps the node's pod-egress masquerade rules: traffic from the node's pod ranges to anywhere
+// outside the cluster CIDR (and not multicast) leaves with the node's address. The rules live in a nat
+// chain of nodekit's own per network, NK-MASQ-<hash>, jumped to from POSTROUTING, and are per node rather
+// than per pod, so a pod ADD normally costs one `iptables -C`.
+package masq
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/containernetworking/plugins/pkg/utils"
+	"github.com/coreos/go-iptables/iptables"
+)
+
+// ChainName is the nat chain holding network's masquerade rules (28 bytes at most, iptables' limit).
+func ChainName(network string) string {
+	h := sha256.Sum256([]byte(network))
+	return "NK-MASQ-" + hex.EncodeToString(h[:8])
+}
+
+func jumpRule(network string, podCIDR *net.IPNet) []string {
+	return []string{"-s", podCIDR.String(), "-m", "comment", "--comment", "nodekit masquerade " + network, "-j", ChainName(network)}
+}
+
+// Ensure installs, idempotently, the masquerade rules for traffic from podCIDRs leaving clusterCIDR.
+// When every POSTROUTING jump is already present it changes nothing. Callers running concurrently should
+// serialise calls (the plugin holds its network's lock), or a jump may be appended twice.
+func Ensure(ipt *iptables.IPTables, network string, podCIDRs []*net.IPNet, clusterCIDR *net.IPNet) error {
+	missing := false
+	for _, p := range podCIDRs {
+		ok, err := ipt.Exists("nat", "POSTROUTING", jumpRule(network, p)...)
+		if err != nil && !chainMissing(err) {
+			return fmt.Errorf("masq: %w", err)
+		}
+		if !ok {
+			missing = true
+			break
+		}
+	}
+	if !missing {
+		return nil
+	}
+	chain := ChainName(network)
+	if err := ipt.ClearChain("nat", chain); err != nil {
+		return fmt.Errorf("masq: chain %s: %w", chain, err)
+	}
+	rules := [][]string{
+		{"-d", clusterCIDR.String(), "-j", "RETURN"},
+		{"-d", "224.0.0.0/4", "-j", "RETURN"},
+		{"-j", "MASQUERADE"},
+	}
+	for _, r := range rules {
+		if err := ipt.Append("nat", chain, r...); err != nil {
+			return fmt.Errorf("masq: chain %s: %w", chain, err)
+		}
+	}
+	for _, p := range podCIDRs {
+		if err := utils.InsertUnique(ipt, "nat", "POSTROUTING", false, jumpRule(network, p)); err != nil {
+			return fmt.Errorf("masq: POSTROUTING jump for %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// chainMissing reports an iptables error saying the rule's target chain does not exist (iptables exits 2
+// for "-C ... -j CHAIN" when CHAIN is missing).
+func chainMissing(err error) bool {
+	var e *iptables.Error
+	return errors.As(err, &e) && (e.IsNotExist() || e.ExitStatus() == 2)
+}
+
+// Teardown removes the jumps from POSTROUTING and the chain; missing pieces are not an error.
+func Teardown(ipt *iptables.IPTables, network string, podCIDRs []*net.IPNet) error {
+	for _, p := range podCIDRs {
+		if err := utils.DeleteRule(ipt, "nat", "POSTROUTING", jumpRule(network, p)...); err != nil {
+			return fmt.Errorf("masq: %w", err)
+		}
+	}
+	if err := ipt.ClearAndDeleteChain("nat", ChainName(network)); err != nil {
+		return fmt.Errorf("masq: %w", err)
+	}
+	return nil
+}
