@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-client/pkg/logs"
+)
+
+// CRI labels the kubelet puts on sandboxes and containers (upstream pkg/kubelet/types/labels.go).
+const (
+	labelPodName       = "io.kubernetes.pod.name"
+	labelPodNamespace  = "io.kubernetes.pod.namespace"
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelContainerName = "io.kubernetes.container.name"
+)
+
+// httpError is an error with the HTTP status it answers with.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func fail(w http.ResponseWriter, err error) {
+	var he *httpError
+	if errors.As(err, &he) {
+		http.Error(w, he.msg, he.code)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
+// lookupPod finds namespace/name among the kubelet's pods; uid, when not empty, must match.
+func (s *Server) lookupPod(namespace, name, uid string) (*v1.Pod, error) {
+	pod, ok := s.cfg.Pods.GetPodByName(namespace, name)
+	if !ok || (uid != "" && string(pod.UID) != uid) {
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("pod %s/%s not found on this node", namespace, name)}
+	}
+	return pod, nil
+}
+
+// findContainer returns the CRI ID of the pod's container instance: the newest one, or the one before
+// it when previous is set (the instance kubectl logs --previous shows).
+func (s *Server) findContainer(ctx context.Context, pod *v1.Pod, container string, previous bool) (string, error) {
+	resp, err := s.cfg.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{labelPodUID: string(pod.UID), labelContainerName: container},
+	}})
+	if err != nil {
+		return "", fmt.Errorf("list containers of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	cs := resp.GetContainers()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].GetCreatedAt() > cs[j].GetCreatedAt() })
+	idx := 0
+	if previous {
+		idx = 1
+	}
+	if len(cs) <= idx {
+		what := "container"
+		if previous {
+			what = "previous terminated container"
+		}
+		return "", &httpError{http.StatusNotFound, fmt.Sprintf("%s %q in pod %s/%s not found", what, container, pod.Namespace, pod.Name)}
+	}
+	return cs[idx].GetId(), nil
+}
+
+// containerLogs serves /containerLogs/{namespace}/{pod}/{container} with upstream's query parameters
+// (v1.PodLogOptions: follow, previous, timestamps, tailLines, limitBytes, sinceSeconds, sinceTime), by
+// reading the CRI log file of the container (CRI "Container logs" format) with k8s.io/cri-client's
+// parser; follow streams until the container stops or the client goes away.
+func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
+	ns, name, ctrName := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
+	opts, previous, err := parseLogOptions(r)
+	if err != nil {
+		fail(w, &httpError{http.StatusBadRequest, err.Error()})
+		return
+	}
+	pod, err := s.lookupPod(ns, name, "")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	id, err := s.findContainer(r.Context(), pod, ctrName, previous)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, err := s.cfg.Runtime.ContainerStatus(r.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		fail(w, fmt.Errorf("container status %s: %w", id, err))
+		return
+	}
+	path := st.GetStatus().GetLogPath()
+	if path == "" {
+		fail(w, &httpError{http.StatusNotFound, fmt.Sprintf("container %q in pod %s/%s has no log file", ctrName, ns, name)})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	fw := &flushWriter{w: w}
+	if f, ok := w.(http.Flusher); ok && opts.Follow {
+		fw.f = f
+	}
+	if err := logs.ReadLogs(r.Context(), path, id, opts, statusOnly{rt: s.cfg.Runtime}, fw, fw); err != nil && r.Context().Err() == nil {
+		s.log.Warn("container logs", "pod", ns+"/"+name, "container", ctrName, "err", err)
+		if !fw.wrote {
+			fail(w, err)
+		}
+	}
+}
+
+// parseLogOptions reads v1.PodLogOptions' query parameters. Errors name the parameter.
+func parseLogOptions(r *http.Request) (*logs.LogOptions, bool, error) {
+	q := r.URL.Query()
+	opts := &logs.LogOptions{}
+	var previous bool
+	boolParam := func(name string, dst *bool) error {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a boolean", name, v)
+			}
+			*dst = b
+		}
+		return nil
+	}
+	intParam := func(name string) (*int64, error) {
+		v := q.Get(name)
+		if v == "" {
+			return nil, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s: %q is not a non-negative integer", name, v)
+		}
+		return &n, nil
+	}
+	for name, dst := range map[string]*bool{"follow": &opts.Follow, "timestamps": &opts.Timestamp, "previous": &previous} {
+		if err := boolParam(name, dst); err != nil {
+			return nil, false, err
+		}
+	}
+	var err error
+	if opts.TailLines, err = intParam("tailLines"); err != nil {
+		return nil, false, err
+	}
+	if opts.LimitBytes, err = intParam("limitBytes"); err != nil {
+		return nil, false, err
+	}
+	since, err := intParam("sinceSeconds")
+	if err != nil {
+		return nil, false, err
+	}
+	if since != nil {
+		if *since == 0 {
+			return nil, false, errors.New("sinceSeconds: must be greater than 0")
+		}
+		opts.Since = time.Now().Add(-time.Duration(*since) * time.Second)
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		if since != nil {
+			return nil, false, errors.New("sinceTime: only one of sinceSeconds and sinceTime may be set")
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, false, fmt.Errorf("sinceTime: %q is not RFC3339", v)
+		}
+		opts.Since = t
+	}
+	return opts, previous, nil
+}
+
+// flushWriter flushes after every write while following, so lines reach the client as they come.
+type flushWriter struct {
+	w     io.Writer
+	f     http.Flusher
+	wrote bool
+}
+
+func (fw *flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	fw.wrote = fw.wrote || n > 0
+	if fw.f != nil {
+		fw.f.Flush()
+	}
+	return n, err
+}
+
+// statusOnly gives logs.ReadLogs the one RuntimeService method it calls (ContainerStatus, to stop
+// following once the container exits). The embedded interface is nil: any other method would panic,
+// and ReadLogs (k8s.io/cri-client v0.37) calls none.
+type statusOnly struct {
+	internalapi.RuntimeService
+	rt interface {
+		ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
+	}
+}
+
+func (s statusOnly) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	return s.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
+}
