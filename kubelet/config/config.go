@@ -45,7 +45,8 @@ var Supported = []string{
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
 // supports (k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1 SetDefaults_KubeletConfiguration), except
-// that anonymous authentication is off: nodekit's kubelet server always requires a client certificate.
+// that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
+// and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
 	registerNode := true
 	anonymous := false
@@ -62,7 +63,6 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		MaxPods:                   110,
 		CgroupDriver:              "cgroupfs",
 		RegisterNode:              &registerNode,
-		ContainerRuntimeEndpoint:  "unix:///run/containerd/containerd.sock",
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},

@@ -51,7 +51,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "pods capacity of the node")
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd, used when the runtime cannot tell (CRI RuntimeConfig)")
 	fs.Var(&taintsValue{taints: &c.RegisterWithTaints}, "register-with-taints", "taints the Node is registered with: key[=value]:Effect,...")
-	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix:///path)")
+	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix:///path); empty = start nodekit's managed containerd")
 	fs.StringVar(&c.ImageServiceEndpoint, "image-service-endpoint", c.ImageServiceEndpoint, "CRI image service endpoint; empty = the runtime endpoint")
 	return f
 }
