@@ -112,6 +112,7 @@ type Proxier struct {
 
 	mu           sync.Mutex
 	lastSync     time.Time
+	applied      *state.Snapshot
 	lastProblems []state.Problem
 }
 
@@ -215,6 +216,14 @@ func (p *Proxier) Addr() string {
 		return ""
 	}
 	return p.listener.Addr().String()
+}
+
+// Applied returns the desired state written by the last successful sync, conntrack cleanup included (nil
+// before the first). Callers must not modify it.
+func (p *Proxier) Applied() *state.Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied
 }
 
 // LastSync returns when the last successful sync finished (zero before the first).
@@ -339,6 +348,7 @@ func (p *Proxier) syncOnce(ctx context.Context, full bool) error {
 	now := time.Now()
 	p.mu.Lock()
 	p.lastSync = now
+	p.applied = snap
 	p.mu.Unlock()
 	p.metrics.observeSync(took, now, rules, len(snap.Ports))
 	p.log.Debug("synced", "full", full, "servicePorts", len(snap.Ports), "rules", rules, "took", took)
