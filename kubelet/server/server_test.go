@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// testPKI is a throwaway CA that issues client certificates.
+type testPKI struct {
+	ca   *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newPKI(t *testing.T) *testPKI {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &testPKI{ca: ca, key: key, pool: pool}
+}
+
+// clientCert issues a client certificate for cn/org signed by the CA.
+func (p *testPKI) clientCert(t *testing.T, cn string, org ...string) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: org},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// fakeRuntime implements the RuntimeService calls the server makes; the embedded nil client makes any
+// other call panic, so the test notices.
+type fakeRuntime struct {
+	runtimeapi.RuntimeServiceClient
+	logPath string
+}
+
+func (f *fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContainersRequest, _ ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
+	all := []*runtimeapi.Container{
+		{Id: "old", CreatedAt: 1, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: map[string]string{labelPodUID: "uid1", labelContainerName: "app"}},
+		{Id: "new", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{labelPodUID: "uid1", labelContainerName: "app"}},
+	}
+	var out []*runtimeapi.Container
+	for _, c := range all {
+		ok := true
+		for k, v := range in.GetFilter().GetLabelSelector() {
+			ok = ok && c.Labels[k] == v
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, in *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
+	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: in.ContainerId, LogPath: f.logPath + "." + in.ContainerId,
+		State: runtimeapi.ContainerState_CONTAINER_EXITED}}, nil
+}
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
+	return &runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{{Id: "sb1", CreatedAt: time.Now().UnixNano(),
+		State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: map[string]string{labelPodUID: "uid1", labelPodName: "web", labelPodNamespace: "default"}}}}, nil
+}
+
+func (f *fakeRuntime) ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest, ...grpc.CallOption) (*runtimeapi.ListContainerStatsResponse, error) {
+	return &runtimeapi.ListContainerStatsResponse{Stats: []*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: "new", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: map[string]string{labelPodUID: "uid1"}},
+		Cpu:        &runtimeapi.CpuUsage{UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 1234}},
+		Memory:     &runtimeapi.MemoryUsage{WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096}},
+	}}}, nil
+}
+
+type pods []*v1.Pod
+
+func (p pods) Pods() []*v1.Pod { return p }
+func (p pods) GetPodByName(ns, name string) (*v1.Pod, bool) {
+	for _, x := range p {
+		if x.Namespace == ns && x.Name == name {
+			return x, true
+		}
+	}
+	return nil, false
+}
+
+func TestServer(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "0.log")
+	// CRI log format: <RFC3339Nano> <stream> <P|F> <line>
+	os.WriteFile(logPath+".new", []byte("2026-01-01T00:00:00.000000001Z stdout F hello\n2026-01-01T00:00:01.000000001Z stderr P par\n2026-01-01T00:00:01.000000002Z stderr F tial\n2026-01-01T00:00:02.000000001Z stdout F last\n"), 0o644)
+	os.WriteFile(logPath+".old", []byte("2026-01-01T00:00:00.000000001Z stdout F previous run\n"), 0o644)
+	pki := newPKI(t)
+	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
+	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
+		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.pool, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	base := "https://" + s.Addr().String()
+
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := anon.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous /healthz = %d, want 401", resp.StatusCode)
+	}
+	// A certificate from another CA is anonymous too.
+	other := newPKI(t)
+	bad := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{other.clientCert(t, "mallory")}}}}
+	if resp, err := bad.Get(base + "/pods"); err == nil {
+		resp.Body.Close()
+		t.Errorf("foreign-CA client got %d, want a TLS failure or 401", resp.StatusCode)
+	}
+
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pki.clientCert(t, "kube-apiserver-kubelet-client", "system:masters")}}}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	code, body := get("/pods")
+	var list v1.PodList
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil || list.Kind != "PodList" || len(list.Items) != 1 || list.Items[0].Name != "web" {
+		t.Errorf("/pods = %d %q", code, body)
+	}
+	for path, want := range map[string]string{
+		"/containerLogs/default/web/app":                                "hello\npartial\nlast\n",
+		"/containerLogs/default/web/app?tailLines=1":                    "last\n",
+		"/containerLogs/default/web/app?previous=true":                  "previous run\n",
+		"/containerLogs/default/web/app?timestamps=true&tailLines=1":    "2026-01-01T00:00:02.000000001Z last\n",
+		"/containerLogs/default/web/app?sinceTime=2026-01-01T00:00:01Z": "partial\nlast\n",
+	} {
+		if code, body := get(path); code != 200 || body != want {
+			t.Errorf("%s = %d %q, want %q", path, code, body, want)
+		}
+	}
+	if code, body := get("/containerLogs/default/nope/app"); code != 404 || !strings.Contains(body, "pod default/nope not found") {
+		t.Errorf("logs of a missing pod = %d %q", code, body)
+	}
+	if code, body := get("/containerLogs/default/web/app?tailLines=x"); code != 400 || !strings.Contains(body, "tailLines") {
+		t.Errorf("bad tailLines = %d %q", code, body)
+	}
+	code, body = get("/stats/summary")
+	var sum statsapi.Summary
+	if err := json.Unmarshal([]byte(body), &sum); code != 200 || err != nil {
+		t.Fatalf("/stats/summary = %d %q", code, body)
+	}
+	if sum.Node.NodeName != "n1" || sum.Node.Memory == nil || sum.Node.Fs == nil || len(sum.Pods) != 1 || sum.Pods[0].PodRef.Name != "web" ||
+		len(sum.Pods[0].Containers) != 1 || *sum.Pods[0].Containers[0].CPU.UsageCoreNanoSeconds != 1234 || *sum.Pods[0].Memory.WorkingSetBytes != 4096 {
+		t.Errorf("summary = %s", body)
+	}
+	code, body = get("/metrics")
+	for _, name := range []string{"kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`, `kubelet_node_name{node="n1"} 1`, "kubelet_pod_start_duration_seconds_bucket"} {
+		if code != 200 || !strings.Contains(body, name) {
+			t.Errorf("/metrics lacks %q", name)
+		}
+	}
+}
