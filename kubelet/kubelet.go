@@ -7,28 +7,70 @@
 //   - runtime manager (kubelet/kuberuntime): computePodActions and the CRI calls that carry them out;
 //   - PLEG (kubelet/pleg): relist of CRI sandboxes/containers plus CRI container events;
 //   - status manager (kubelet/status): API status generation and writes, final deletion;
-//   - volumes (kubelet/volumes): emptyDir, hostPath, configMap, secret, downwardAPI;
+//   - volumes (kubelet/volumes): emptyDir, hostPath, configMap, secret, downwardAPI, projected;
 //   - the probe hook (ProbeManager in this package).
 //
+// A pod's path: informer event → podUpdated → pod worker → syncPod (volumes, kuberuntime.SyncPod,
+// status) → PLEG event on every container change → syncPod again → … → deletion: syncTerminatingPod
+// (preStop, StopContainer with the grace period, StopPodSandbox) → syncTerminatedPod (volumes, final
+// status, API delete with grace 0) → syncRemovedPod (containers, sandboxes, logs, pod dir).
+//
 // The node half (registration, leases, node status, the :10250 server, static pod files) builds on New,
-// Run, Pods and GetPodByName.
+// Run, Pods, GetPodByName and SetStaticPods.
 package kubelet
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodekit/nodekit/kubelet/kuberuntime"
+	"github.com/nodekit/nodekit/kubelet/pleg"
+	"github.com/nodekit/nodekit/kubelet/podworkers"
+	"github.com/nodekit/nodekit/kubelet/status"
+	"github.com/nodekit/nodekit/kubelet/volumes"
 )
 
 // Kubelet runs the pods bound to one node. Create it with New and start it with Run; the accessors are
 // safe for concurrent use while it runs.
 type Kubelet struct {
-	cfg Config
+	cfg      Config
+	log      *slog.Logger
+	recorder record.EventRecorder
+	prober   ProbeManager
+	volumes  *volumes.Manager
+	status   *status.Manager
 
-	mu   sync.RWMutex
-	pods map[types.UID]*v1.Pod
+	// Set by Run.
+	runtime  *kuberuntime.Manager
+	pleg     *pleg.PLEG
+	workers  *podworkers.Workers
+	services corelisters.ServiceLister
+	running  chan struct{}
+
+	mu        sync.RWMutex
+	pods      map[types.UID]*v1.Pod // desired pods: API pods bound to the node and static pods
+	static    map[types.UID]bool
+	unhealthy map[string]string // container ID → probe failure message
+	volPaths  map[types.UID]map[string]string
+	node      *v1.Node
+	nodeAt    time.Time
 }
 
 // New validates cfg (errors name the missing or bad field) and returns a Kubelet that does nothing until
@@ -38,15 +80,122 @@ func New(cfg Config) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kubelet{cfg: c, pods: map[types.UID]*v1.Pod{}}, nil
+	k := &Kubelet{
+		cfg:       c,
+		log:       c.Logger.With("node", c.NodeName),
+		recorder:  c.Recorder,
+		prober:    c.ProbeManager,
+		pods:      map[types.UID]*v1.Pod{},
+		static:    map[types.UID]bool{},
+		unhealthy: map[string]string{},
+		volPaths:  map[types.UID]map[string]string{},
+		running:   make(chan struct{}),
+	}
+	if k.prober == nil {
+		k.prober = noProber{}
+	}
+	k.volumes = volumes.New(c.RootDir, c.Client, k.log)
+	k.status = status.NewManager(c.Client, k.log)
+	return k, nil
 }
 
-// Run watches the node's pods and runs them until ctx is cancelled; it returns ctx's error then, or
-// earlier an error that stops the kubelet (its root dir cannot be created, the runtime cannot be listed
-// at start). Pods keep running when Run returns: a later Run adopts them.
+// Run watches the node's pods and runs them until ctx is cancelled; it returns nil then (after the pod
+// workers stopped), or earlier an error that stops the kubelet (its directories cannot be created, the
+// runtime does not answer CRI Version). Pods keep running when Run returns: a later Run adopts them.
 func (k *Kubelet) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return ctx.Err()
+	for _, d := range []string{k.cfg.RootDir, k.cfg.PodLogsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+	}
+	rm, err := kuberuntime.New(ctx, kuberuntime.Options{
+		Runtime: k.cfg.Runtime, Images: k.cfg.Images, Recorder: k.recorderOrDefault(ctx), Helper: k,
+		PodLogsDir: k.cfg.PodLogsDir, CgroupRoot: k.cfg.CgroupRoot, CgroupDriver: k.cfg.CgroupDriver,
+		CrashLoopBackOff: k.cfg.CrashLoopBackOff, MaxCrashLoopBackOff: k.cfg.MaxCrashLoopBackOff,
+		ImagePullBackOff: k.cfg.ImagePullBackOff, MaxImagePullBackOff: k.cfg.MaxImagePullBackOff,
+		SerializeImagePulls: k.cfg.SerializeImagePulls, MaxPerPodContainer: k.cfg.MaxPerPodContainer, Log: k.log,
+	})
+	if err != nil {
+		return fmt.Errorf("kubelet: runtime: %w", err)
+	}
+	k.runtime = rm
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	k.pleg = pleg.New(k.cfg.Runtime, k.cfg.RelistPeriod, k.log)
+	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
+	defer k.workers.Wait()
+
+	svcFactory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
+	k.services = svcFactory.Core().V1().Services().Lister()
+	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
+		}))
+	podInformer := podFactory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { k.podUpdated(nil, obj.(*v1.Pod)) },
+		UpdateFunc: func(oldObj, newObj any) {
+			k.podUpdated(oldObj.(*v1.Pod), newObj.(*v1.Pod))
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				k.podRemoved(p)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("kubelet: pod informer: %w", err)
+	}
+	svcFactory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	defer svcFactory.Shutdown()
+	defer podFactory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, svcFactory.Core().V1().Services().Informer().HasSynced) {
+		return nil
+	}
+	k.log.Info("kubelet pod sync started", "runtime", rm.RuntimeName(), "podLogsDir", k.cfg.PodLogsDir, "rootDir", k.cfg.RootDir)
+	go k.pleg.Run(ctx)
+	close(k.running)
+
+	housekeeping := time.NewTicker(k.cfg.HousekeepingPeriod)
+	defer housekeeping.Stop()
+	gc := time.NewTicker(k.cfg.GCPeriod)
+	defer gc.Stop()
+	k.housekeeping(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-k.pleg.Events():
+			if p := k.desiredPod(e.PodUID); p != nil {
+				k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: p})
+			}
+		case r, ok := <-k.prober.Results():
+			if ok {
+				k.handleProbeResult(r)
+			}
+		case <-housekeeping.C:
+			k.housekeeping(ctx)
+		case <-gc.C:
+			if err := k.runtime.GarbageCollect(ctx, k.isActive); err != nil && ctx.Err() == nil {
+				k.log.Warn("container garbage collection", "err", err)
+			}
+		}
+	}
+}
+
+// recorderOrDefault returns Config.Recorder or an event recorder writing through the API client.
+func (k *Kubelet) recorderOrDefault(ctx context.Context) record.EventRecorder {
+	if k.recorder != nil {
+		return k.recorder
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.cfg.Client.CoreV1().Events("")})
+	k.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: k.cfg.NodeName})
+	return k.recorder
 }
 
 // Pods returns the pods this kubelet runs (API pods bound to the node and static pods), each a copy
@@ -56,7 +205,7 @@ func (k *Kubelet) Pods() []*v1.Pod {
 	defer k.mu.RUnlock()
 	out := make([]*v1.Pod, 0, len(k.pods))
 	for _, p := range k.pods {
-		out = append(out, p.DeepCopy())
+		out = append(out, k.withStatus(p))
 	}
 	return out
 }
@@ -67,8 +216,217 @@ func (k *Kubelet) GetPodByName(namespace, name string) (*v1.Pod, bool) {
 	defer k.mu.RUnlock()
 	for _, p := range k.pods {
 		if p.Namespace == namespace && p.Name == name {
-			return p.DeepCopy(), true
+			return k.withStatus(p), true
 		}
 	}
 	return nil, false
+}
+
+func (k *Kubelet) withStatus(p *v1.Pod) *v1.Pod {
+	c := p.DeepCopy()
+	if s, ok := k.status.GetPodStatus(p.UID); ok {
+		c.Status = s
+	}
+	return c
+}
+
+// SetStaticPods replaces the set of static pods (from --pod-manifest-path): each must carry its UID
+// (derived from its source, stable across restarts) and the annotation kubernetes.io/config.source
+// (e.g. "file"). New ones start, changed ones are synced, ones left out are terminated and removed.
+// Their status goes to their mirror pod (same namespace/name, annotation kubernetes.io/config.mirror)
+// when the node half has created it; mirror pods themselves are never run. Errors name the bad pod.
+func (k *Kubelet) SetStaticPods(pods []*v1.Pod) error {
+	for _, p := range pods {
+		if p.UID == "" || !status.IsStatic(p) {
+			return fmt.Errorf("static pod %s/%s: needs a UID and the %s annotation", p.Namespace, p.Name, status.ConfigSourceAnnotation)
+		}
+	}
+	<-k.running
+	keep := map[types.UID]bool{}
+	for _, p := range pods {
+		keep[p.UID] = true
+		k.mu.Lock()
+		old := k.pods[p.UID]
+		k.static[p.UID] = true
+		k.mu.Unlock()
+		k.podUpdated(old, p)
+	}
+	k.mu.RLock()
+	var gone []*v1.Pod
+	for uid := range k.static {
+		if !keep[uid] {
+			gone = append(gone, k.pods[uid])
+		}
+	}
+	k.mu.RUnlock()
+	for _, p := range gone {
+		if p != nil {
+			k.podRemoved(p)
+		}
+	}
+	return nil
+}
+
+// podUpdated handles a new or changed desired pod. Changes of status alone (mostly the kubelet's own
+// writes) do not wake the worker.
+func (k *Kubelet) podUpdated(old, pod *v1.Pod) {
+	if _, mirror := pod.Annotations[status.ConfigMirrorAnnotation]; mirror {
+		return
+	}
+	k.mu.Lock()
+	k.pods[pod.UID] = pod
+	k.mu.Unlock()
+	if old != nil && old.UID == pod.UID && specEqual(old, pod) {
+		return
+	}
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod})
+}
+
+func specEqual(a, b *v1.Pod) bool {
+	return reflect.DeepEqual(a.Spec, b.Spec) && reflect.DeepEqual(a.Labels, b.Labels) &&
+		reflect.DeepEqual(a.Annotations, b.Annotations) && reflect.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) &&
+		reflect.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds)
+}
+
+// podRemoved handles a pod gone from its source: its worker terminates it (with its deletion grace
+// period, if any) and removes its remains.
+func (k *Kubelet) podRemoved(pod *v1.Pod) {
+	if _, mirror := pod.Annotations[status.ConfigMirrorAnnotation]; mirror {
+		return
+	}
+	k.mu.Lock()
+	delete(k.pods, pod.UID)
+	delete(k.static, pod.UID)
+	k.mu.Unlock()
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, Removed: true})
+}
+
+func (k *Kubelet) desiredPod(uid types.UID) *v1.Pod {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.pods[uid]
+}
+
+// isActive: the pod is desired or still has a worker (its containers are managed, not garbage).
+func (k *Kubelet) isActive(uid types.UID) bool {
+	if k.desiredPod(uid) != nil {
+		return true
+	}
+	_, ok := k.workers.State(uid)
+	return ok
+}
+
+func (k *Kubelet) handleProbeResult(r ProbeResult) {
+	if !r.Success && (r.Probe == Liveness || r.Probe == Startup) && r.ContainerID != "" {
+		k.mu.Lock()
+		k.unhealthy[r.ContainerID] = fmt.Sprintf("Container %s failed %s probe: %s", r.ContainerName, r.Probe, r.Message)
+		k.mu.Unlock()
+	}
+	if p := k.desiredPod(r.PodUID); p != nil {
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: p})
+	}
+}
+
+func (k *Kubelet) unhealthyFunc(containerID string) (string, bool) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	m, ok := k.unhealthy[containerID]
+	return m, ok
+}
+
+// housekeeping terminates and removes what the runtime runs for pods no source has (orphans: pods
+// deleted while the kubelet was down, or containers made behind its back with pod labels), and removes
+// pod directories and log directories left by pods that are gone.
+func (k *Kubelet) housekeeping(ctx context.Context) {
+	running, err := k.runtime.GetPods(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			k.log.Warn("housekeeping: list runtime pods", "err", err)
+		}
+		return
+	}
+	inRuntime := map[types.UID]bool{}
+	for _, rp := range running {
+		inRuntime[rp.UID] = true
+		if k.isActive(rp.UID) {
+			continue
+		}
+		k.log.Info("terminating orphaned pod", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.UID)
+		orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.UID}}
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: orphan, Removed: true, GracePeriod: rp.GracePeriod})
+	}
+	dirs, err := k.volumes.PodDirs()
+	if err != nil {
+		k.log.Warn("housekeeping: list pod dirs", "err", err)
+	}
+	for _, uid := range dirs {
+		if !inRuntime[uid] && !k.isActive(uid) {
+			if err := k.volumes.RemovePodDir(uid); err != nil {
+				k.log.Warn("housekeeping: remove orphaned pod dir", "podUID", uid, "err", err)
+			}
+		}
+	}
+	logs, _ := os.ReadDir(k.cfg.PodLogsDir)
+	for _, e := range logs {
+		uid := podUIDFromLogDir(e.Name())
+		if uid == "" || inRuntime[uid] || k.isActive(uid) {
+			continue
+		}
+		if err := os.RemoveAll(k.cfg.PodLogsDir + "/" + e.Name()); err != nil {
+			k.log.Warn("housekeeping: remove orphaned pod logs", "dir", e.Name(), "err", err)
+		}
+	}
+}
+
+// podUIDFromLogDir parses <ns>_<name>_<uid>.
+func podUIDFromLogDir(name string) types.UID {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '_' {
+			return types.UID(name[i+1:])
+		}
+	}
+	return ""
+}
+
+// hostIPs are Config.NodeIPs, else the Node's InternalIP addresses (re-read at most every 30 s).
+func (k *Kubelet) hostIPs(ctx context.Context) []string {
+	var out []string
+	for _, ip := range k.cfg.NodeIPs {
+		out = append(out, ip.String())
+	}
+	if len(out) > 0 {
+		return out
+	}
+	if n := k.getNode(ctx); n != nil {
+		for _, a := range n.Status.Addresses {
+			if a.Type == v1.NodeInternalIP && net.ParseIP(a.Address) != nil {
+				out = append(out, a.Address)
+			}
+		}
+	}
+	return out
+}
+
+func (k *Kubelet) getNode(ctx context.Context) *v1.Node {
+	k.mu.RLock()
+	n, at := k.node, k.nodeAt
+	k.mu.RUnlock()
+	if n != nil && time.Since(at) < 30*time.Second {
+		return n
+	}
+	got, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.nodeAt = time.Now()
+	if err == nil {
+		k.node = got
+	}
+	return k.node
+}
+
+func (k *Kubelet) nodeAllocatable() v1.ResourceList {
+	if n := k.getNode(context.Background()); n != nil {
+		return n.Status.Allocatable
+	}
+	return nil
 }

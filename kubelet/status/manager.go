@@ -1,0 +1,132 @@
+// Package status is the kubelet's status manager: it computes a pod's API status from its runtime
+// state (Generate) and writes it through the pods/status subresource only when it changed; for a
+// deleted pod whose containers have all stopped it completes the deletion (delete with grace period 0
+// and a UID precondition), as upstream's status manager does.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Annotations that mark static and mirror pods (upstream's kubetypes).
+const (
+	ConfigSourceAnnotation = "kubernetes.io/config.source"
+	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
+)
+
+// IsStatic reports whether the pod comes from a file or URL source rather than the API.
+func IsStatic(pod *v1.Pod) bool {
+	s := pod.Annotations[ConfigSourceAnnotation]
+	return s != "" && s != "api"
+}
+
+// Manager caches the last status of every pod and writes changes to the API.
+type Manager struct {
+	client kubernetes.Interface
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	statuses map[types.UID]v1.PodStatus
+}
+
+// NewManager returns a status manager writing through client.
+func NewManager(client kubernetes.Interface, log *slog.Logger) *Manager {
+	return &Manager{client: client, log: log, statuses: map[types.UID]v1.PodStatus{}}
+}
+
+// GetPodStatus returns the last status set for the pod.
+func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.statuses[uid]
+	return *s.DeepCopy(), ok
+}
+
+// RemovePod forgets the pod.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.statuses, uid)
+}
+
+func equal(a, b *v1.PodStatus) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// SetPodStatus records status for pod and, when it differs from what the API has (pod.Status as the
+// caller last saw it, or the last status written), writes it with UpdateStatus on a fresh copy of the
+// object, retrying on conflicts. A pod gone from the API, or replaced by one with another UID, is not
+// written. Static pods write to their mirror pod when one exists.
+func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
+	m.mu.Lock()
+	last, cached := m.statuses[pod.UID]
+	m.statuses[pod.UID] = *status.DeepCopy()
+	m.mu.Unlock()
+	if (cached && equal(&last, &status)) || (!cached && equal(&pod.Status, &status)) {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := m.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if IsStatic(pod) {
+			if _, ok := cur.Annotations[ConfigMirrorAnnotation]; !ok {
+				return nil
+			}
+		} else if cur.UID != pod.UID {
+			return nil
+		}
+		if equal(&cur.Status, &status) {
+			return nil
+		}
+		cur.Status = status
+		_, err = m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		// Forget the cache so the next sync tries again.
+		m.mu.Lock()
+		delete(m.statuses, pod.UID)
+		m.mu.Unlock()
+		return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	m.log.Debug("pod status written", "pod", pod.Namespace+"/"+pod.Name, "phase", status.Phase)
+	return nil
+}
+
+// FinishDeletion deletes the API object of a pod whose containers have all stopped (grace period 0,
+// precondition on its UID so a newer pod of the same name is never touched). Already gone is fine;
+// static pods are not deleted here (their mirror pods belong to the node's static pod source).
+func (m *Manager) FinishDeletion(ctx context.Context, pod *v1.Pod) error {
+	if IsStatic(pod) {
+		return nil
+	}
+	zero := int64(0)
+	uid := pod.UID
+	err := m.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	m.log.Info("pod deletion finished", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
+	return nil
+}

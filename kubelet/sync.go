@@ -1,0 +1,205 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/kubelet/kuberuntime"
+	"github.com/nodekit/nodekit/kubelet/podworkers"
+	"github.com/nodekit/nodekit/kubelet/status"
+)
+
+// The pod worker steps (podworkers.Syncer) and the runtime manager's helper (kuberuntime.RuntimeHelper).
+
+func isTerminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// generateStatus reads the pod's runtime state and computes its API status.
+func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool) (v1.PodStatus, *kuberuntime.PodStatus, error) {
+	rs, err := k.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return v1.PodStatus{}, nil, err
+	}
+	old, ok := k.status.GetPodStatus(pod.UID)
+	if !ok {
+		old = pod.Status
+	}
+	s := status.Generate(status.Input{
+		Pod: pod, Old: old, Runtime: rs, HostIPs: k.hostIPs(ctx), Terminal: terminal, Now: time.Now(),
+		Waiting: func(name string) (kuberuntime.Waiting, bool) { return k.runtime.WaitingReason(pod.UID, name) },
+		Probe:   func(s *v1.PodStatus) { k.prober.UpdatePodStatus(pod, s) },
+	})
+	return s, rs, nil
+}
+
+// setStatus writes the status of a desired pod (orphans have no API object to write to).
+func (k *Kubelet) setStatus(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error {
+	if k.desiredPod(pod.UID) == nil {
+		return nil
+	}
+	return k.status.SetPodStatus(ctx, pod, s)
+}
+
+// SyncPod is the pod worker's sync step: set up volumes, converge containers through the runtime
+// manager, then write the status read back from the runtime. A pod whose phase is (or becomes)
+// Succeeded or Failed is reported terminal and never started again.
+func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResult, error) {
+	if isTerminalPhase(pod.Status.Phase) {
+		return podworkers.SyncResult{Terminal: true}, nil
+	}
+	k.addToProber(pod)
+	s, rs, err := k.generateStatus(ctx, pod, false)
+	if err != nil {
+		return podworkers.SyncResult{}, err
+	}
+	if isTerminalPhase(s.Phase) {
+		return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
+	}
+	paths, err := k.volumes.SetUpPod(ctx, pod)
+	k.mu.Lock()
+	k.volPaths[pod.UID] = paths
+	k.mu.Unlock()
+	if err != nil {
+		k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
+		return podworkers.SyncResult{}, errors.Join(err, k.setStatus(ctx, pod, s))
+	}
+	res := k.runtime.SyncPod(ctx, pod, rs, k.unhealthyFunc)
+	s, rs, err = k.generateStatus(ctx, pod, false)
+	if err != nil {
+		return podworkers.SyncResult{RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, err)
+	}
+	k.forgetUnhealthy(rs)
+	werr := k.setStatus(ctx, pod, s)
+	return podworkers.SyncResult{Terminal: isTerminalPhase(s.Phase), RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, werr)
+}
+
+// forgetUnhealthy drops probe failures of container instances that no longer run.
+func (k *Kubelet) forgetUnhealthy(rs *kuberuntime.PodStatus) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.unhealthy) == 0 {
+		return
+	}
+	for _, c := range rs.ContainerStatuses {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			delete(k.unhealthy, c.ContainerID())
+		}
+	}
+}
+
+func (k *Kubelet) addToProber(pod *v1.Pod) {
+	k.mu.Lock()
+	_, seen := k.volPaths[pod.UID]
+	k.mu.Unlock()
+	if !seen {
+		k.prober.AddPod(pod)
+	}
+}
+
+// SyncTerminatingPod stops the pod's containers (preStop hooks, then StopContainer with the grace
+// period) and its sandbox, and writes the resulting status.
+func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePeriod int64) error {
+	k.log.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", gracePeriod)
+	rs, err := k.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := k.runtime.KillPod(ctx, pod, rs, &gracePeriod); err != nil {
+		return err
+	}
+	s, _, err := k.generateStatus(ctx, pod, true)
+	if err != nil {
+		return err
+	}
+	return k.setStatus(ctx, pod, s)
+}
+
+// SyncTerminatedPod releases the stopped pod's volumes and cgroups, writes its final status and, when it
+// was deleted, deletes the API object.
+func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
+	k.prober.RemovePod(pod)
+	if err := k.volumes.TearDownPod(pod.UID); err != nil {
+		return fmt.Errorf("tear down volumes: %w", err)
+	}
+	if err := k.runtime.CleanupPod(pod.UID); err != nil {
+		k.log.Debug("pod cgroups not removed yet", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+	s, _, err := k.generateStatus(ctx, pod, true)
+	if err != nil {
+		return err
+	}
+	if err := k.setStatus(ctx, pod, s); err != nil {
+		return err
+	}
+	if cur := k.desiredPod(pod.UID); cur != nil && cur.DeletionTimestamp != nil {
+		return k.status.FinishDeletion(ctx, cur)
+	}
+	return nil
+}
+
+// SyncRemovedPod removes the containers, sandboxes, logs and directories of a pod no source has.
+func (k *Kubelet) SyncRemovedPod(ctx context.Context, pod *v1.Pod) error {
+	if err := k.runtime.RemovePod(ctx, pod); err != nil {
+		return err
+	}
+	if err := k.volumes.RemovePodDir(pod.UID); err != nil {
+		return err
+	}
+	k.status.RemovePod(pod.UID)
+	k.mu.Lock()
+	delete(k.volPaths, pod.UID)
+	k.mu.Unlock()
+	return nil
+}
+
+// GenerateRunContainerOptions resolves env and mounts for container c (kuberuntime.RuntimeHelper). The
+// downward API sees the pod with its current pod and host IPs.
+func (k *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*kuberuntime.RunContainerOptions, error) {
+	p := pod.DeepCopy()
+	p.Status.PodIPs = nil
+	for _, ip := range podIPs {
+		p.Status.PodIPs = append(p.Status.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(podIPs) > 0 {
+		p.Status.PodIP = podIPs[0]
+	}
+	hosts := k.hostIPs(ctx)
+	p.Status.HostIPs = nil
+	for _, ip := range hosts {
+		p.Status.HostIPs = append(p.Status.HostIPs, v1.HostIP{IP: ip})
+	}
+	if len(hosts) > 0 {
+		p.Status.HostIP = hosts[0]
+	}
+	env, err := k.makeEnv(ctx, p, c)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.RLock()
+	paths := k.volPaths[pod.UID]
+	k.mu.RUnlock()
+	mounts, err := k.makeMounts(p, c, paths, env, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	return &kuberuntime.RunContainerOptions{Envs: env, Mounts: mounts}, nil
+}
+
+// GetPullSecrets returns the pod's imagePullSecrets that exist (kuberuntime.RuntimeHelper).
+func (k *Kubelet) GetPullSecrets(ctx context.Context, pod *v1.Pod) []v1.Secret {
+	var out []v1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, err := k.cfg.Client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			k.log.Warn("image pull secret unavailable", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
+			continue
+		}
+		out = append(out, *s)
+	}
+	return out
+}
