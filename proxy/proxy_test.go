@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/proxy/ipvs"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func nodeNS(t *testing.T) ns.NetNS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
+	return n
+}
+
+func service(name, ip string, port int32, proto v1.Protocol) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       v1.ServiceSpec{ClusterIP: ip, Ports: []v1.ServicePort{{Name: "p", Port: port, Protocol: proto}}},
+	}
+}
+
+func endpointSlice(svc, ip string) *discovery.EndpointSlice {
+	return &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: svc + "-1", Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("p"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+		Endpoints:   []discovery.Endpoint{{Addresses: []string{ip}}},
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func start(t *testing.T, cfg Config) *Proxier {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestBadServicesDoNotBreakOthers: Services the API server would normally refuse (port 0, an unknown
+// protocol) and one whose targetPort name no endpoint has are reported by name in the log and in
+// nodekit_proxy_service_problems, while the good Service next to them is programmed.
+func TestBadServicesDoNotBreakOthers(t *testing.T) {
+	node := nodeNS(t)
+	client := fake.NewClientset(
+		service("bad-port", "10.96.0.2", 0, v1.ProtocolTCP),
+		service("bad-proto", "10.96.0.3", 80, "ICMP"),
+		service("unresolved", "10.96.0.4", 80, v1.ProtocolTCP),
+		service("good", "10.96.0.5", 80, v1.ProtocolTCP),
+	)
+	unresolved := endpointSlice("unresolved", "10.244.0.4")
+	unresolved.Ports[0].Name = ptr.To("other")
+	for _, s := range []*discovery.EndpointSlice{unresolved, endpointSlice("good", "10.244.0.5")} {
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	p := start(t, Config{Client: client, NodeName: "n1", NetNS: node, MinSyncPeriod: 10 * time.Millisecond,
+		MetricsAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitFor(t, "first sync", func() bool { return p.Applied() != nil })
+
+	var saved []byte
+	if err := node.Do(func(ns.NetNS) error {
+		var err error
+		saved, err = exec.Command("iptables-save").Output()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(saved), "--to-destination 10.244.0.5:8080") {
+		t.Errorf("good Service not programmed:\n%s", saved)
+	}
+	if !strings.Contains(string(saved), `-d 10.96.0.4/32 -p tcp -m tcp --dport 80 -m comment --comment "default/unresolved:p/TCP has no endpoints" -j REJECT`) {
+		t.Errorf("unresolved Service not rejected:\n%s", saved)
+	}
+	_, metrics := get(t, "http://"+p.Addr()+"/metrics")
+	for _, svc := range []string{"default/bad-port", "default/bad-proto", "default/unresolved"} {
+		if !strings.Contains(metrics, fmt.Sprintf(`nodekit_proxy_service_problems{port="p",service=%q} 1`, svc)) {
+			t.Errorf("metrics lack the problem of %s:\n%s", svc, metrics)
+		}
+		if !strings.Contains(logs.String(), "service="+svc) {
+			t.Errorf("log does not name %s:\n%s", svc, logs.String())
+		}
+	}
+	if strings.Contains(metrics, `service="default/good"`) {
+		t.Errorf("good Service reported as a problem")
+	}
+	for _, m := range []string{"nodekit_proxy_sync_duration_seconds_count", `nodekit_proxy_rules{kind="nat"}`, "nodekit_proxy_last_sync_timestamp_seconds"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("metrics lack %s", m)
+		}
+	}
+	code, body := get(t, "http://"+p.Addr()+"/healthz")
+	if code != http.StatusOK || !strings.Contains(body, `"healthy":true`) || !strings.Contains(body, `"lastSync":"20`) {
+		t.Errorf("healthz = %d %s", code, body)
+	}
+}
+
+// TestBurstIsCoalesced: 40 Services created in a burst are applied in a handful of syncs, never more
+// often than MinSyncPeriod.
+func TestBurstIsCoalesced(t *testing.T) {
+	node := nodeNS(t)
+	client := fake.NewClientset()
+	p := start(t, Config{Client: client, NodeName: "n1", NetNS: node, MinSyncPeriod: 500 * time.Millisecond, MetricsAddr: "127.0.0.1:0"})
+	waitFor(t, "first sync", func() bool { return p.Applied() != nil })
+	for i := 0; i < 40; i++ {
+		if _, err := client.CoreV1().Services("default").Create(context.Background(),
+			service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, v1.ProtocolTCP), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "40 services applied", func() bool { return len(p.Applied().Ports) == 40 })
+	_, metrics := get(t, "http://"+p.Addr()+"/metrics")
+	var count int
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, "nodekit_proxy_sync_duration_seconds_count ") {
+			fmt.Sscan(strings.Fields(l)[1], &count)
+		}
+	}
+	t.Logf("40 creations applied in %d syncs (first sync included)", count)
+	if count < 2 || count > 6 {
+		t.Errorf("%d syncs for a burst of 40 events, want 2..6 (coalesced, MinSyncPeriod 500ms)", count)
+	}
+}
+
+// TestIPVSModeNeedsKernelSupport: on a kernel without ip_vs, IPVS mode refuses to start and says why.
+func TestIPVSModeNeedsKernelSupport(t *testing.T) {
+	if ipvs.Available() == nil {
+		t.Skip("kernel has ip_vs; the refusal path cannot be exercised here")
+	}
+	_, err := New(Config{Client: fake.NewClientset(), Mode: ModeIPVS, NodeName: "n1"})
+	if err == nil || !strings.Contains(err.Error(), "ip_vs") || !strings.Contains(err.Error(), "--proxy-mode iptables") {
+		t.Fatalf("New(ipvs) = %v, want an error naming ip_vs and the iptables alternative", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	c := fake.NewClientset()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "Client is required"},
+		{Config{Client: c, Mode: "userspace", NodeName: "n"}, `--proxy-mode "userspace"`},
+		{Config{Client: c, ClusterCIDR: "10.0.0.0", NodeName: "n"}, `--cluster-cidr "10.0.0.0"`},
+		{Config{Client: c, MinSyncPeriod: time.Minute, SyncPeriod: time.Second, NodeName: "n"}, "exceeds --sync-period"},
+	} {
+		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+}
