@@ -1,0 +1,90 @@
+package crictl
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadSettings(t *testing.T) {
+	p := writeFile(t, "crictl.yaml", "runtime-endpoint: unix:///run/a.sock\nimage-endpoint: unix:///run/b.sock\ntimeout: 7\ndebug: true\npull-image-on-create: true\n")
+	s, err := readSettings(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings{RuntimeEndpoint: "unix:///run/a.sock", ImageEndpoint: "unix:///run/b.sock", Timeout: 7 * time.Second, Debug: true, PullImageOnCreate: true}
+	if s != want {
+		t.Errorf("got %+v, want %+v", s, want)
+	}
+	bad := writeFile(t, "crictl.yaml", "runtime-endpoint: x\ntimeout: soon\n")
+	if _, err := readSettings(bad); err == nil || !strings.Contains(err.Error(), "crictl.yaml:2: timeout") {
+		t.Errorf("bad timeout: %v", err)
+	}
+	unknown := writeFile(t, "crictl.yaml", "runtime_endpoint: x\n")
+	if _, err := readSettings(unknown); err == nil || !strings.Contains(err.Error(), `crictl.yaml:1: unknown option "runtime_endpoint"`) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if _, err := readSettings(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// resolveArgs parses global flags like a crictl invocation and resolves the configuration.
+func resolveArgs(t *testing.T, args ...string) (*app, error) {
+	t.Helper()
+	a := &app{errOut: os.Stderr}
+	fs := a.tree().Flags()
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return a, a.resolve(fs)
+}
+
+func TestResolvePrecedence(t *testing.T) {
+	cfg := writeFile(t, "crictl.yaml", "runtime-endpoint: unix:///file.sock\ntimeout: 9\n")
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", "")
+	t.Setenv("IMAGE_SERVICE_ENDPOINT", "")
+	t.Setenv("CRI_CONFIG_FILE", "")
+
+	a, err := resolveArgs(t, "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cfg.RuntimeEndpoint != "unix:///file.sock" || a.cfg.Timeout != 9*time.Second {
+		t.Errorf("file only: %+v", a.cfg)
+	}
+
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", "unix:///env.sock")
+	t.Setenv("IMAGE_SERVICE_ENDPOINT", "unix:///img.sock")
+	a, _ = resolveArgs(t, "-c", cfg)
+	if a.cfg.RuntimeEndpoint != "unix:///env.sock" || a.cfg.ImageEndpoint != "unix:///img.sock" {
+		t.Errorf("env over file: %+v", a.cfg)
+	}
+
+	a, _ = resolveArgs(t, "-c", cfg, "-r", "unix:///flag.sock", "-t", "3s", "-D")
+	if a.cfg.RuntimeEndpoint != "unix:///flag.sock" || a.cfg.Timeout != 3*time.Second || !a.cfg.Debug {
+		t.Errorf("flag over env and file: %+v", a.cfg)
+	}
+
+	t.Setenv("CRI_CONFIG_FILE", cfg)
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", "")
+	if a, _ = resolveArgs(t); a.cfg.RuntimeEndpoint != "unix:///file.sock" {
+		t.Errorf("CRI_CONFIG_FILE: %+v", a.cfg)
+	}
+
+	// An explicitly named config file must exist; the default one need not.
+	if _, err := resolveArgs(t, "--config", filepath.Join(t.TempDir(), "none.yaml")); err == nil {
+		t.Error("missing --config file: want an error")
+	}
+	t.Setenv("CRI_CONFIG_FILE", "")
+	a, err = resolveArgs(t, "-t", "0s")
+	if err != nil && !strings.Contains(err.Error(), defaultConfigPath) {
+		t.Fatal(err)
+	}
+	if err == nil && a.cfg.Timeout != defaultTimeout {
+		t.Errorf("-t 0: timeout %v, want the default %v", a.cfg.Timeout, defaultTimeout)
+	}
+}
