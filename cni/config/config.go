@@ -24,7 +24,7 @@ const DefaultPath = "/etc/cni/net.d/10-nodekit.conflist"
 // DefaultNetworkName is the conflist's "name" (also the IPAM store's directory name).
 const DefaultNetworkName = "nodekit"
 
-// CNIVersion is the spec version the conflist declares.
+// CNIVersion is the spec version the conflist declares by default.
 const CNIVersion = "1.1.0"
 
 // Options describe the node's network. PodCIDR and ClusterCIDR are required; the rest have defaults.
@@ -37,6 +37,10 @@ type Options struct {
 	MTU         int    // bytes, default netconf.DefaultMTU
 	DataDir     string // IPAM state, default netconf.DefaultDataDir
 	NoHairpin   bool   // hairpin mode is on unless set
+	// CNIVersion is the conflist's cniVersion, default CNIVersion (1.1.0, which brings GC and STATUS).
+	// Runtimes whose libcni predates spec 1.1.0 (containerd 1.6 and 1.7) reject 1.1.0 results: use
+	// "1.0.0" for them.
+	CNIVersion string
 	// BinDirs, when set, are searched for the plugin during validation: libcni then also checks that
 	// the installed plugin exists and supports CNIVersion.
 	BinDirs []string
@@ -57,6 +61,9 @@ func (o *Options) defaults() {
 	}
 	if o.DataDir == "" {
 		o.DataDir = netconf.DefaultDataDir
+	}
+	if o.CNIVersion == "" {
+		o.CNIVersion = CNIVersion
 	}
 }
 
@@ -89,7 +96,7 @@ func Render(o Options) ([]byte, error) {
 			"dataDir": o.DataDir,
 		},
 	}
-	list := map[string]any{"cniVersion": CNIVersion, "name": o.NetworkName, "plugins": []any{plugin}}
+	list := map[string]any{"cniVersion": o.CNIVersion, "name": o.NetworkName, "plugins": []any{plugin}}
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
 		return nil, err
