@@ -52,15 +52,31 @@ func (s *Server) lookupPod(namespace, name, uid string) (*v1.Pod, error) {
 }
 
 // findContainer returns the CRI ID of the pod's container instance: the newest one, or the one before
-// it when previous is set (the instance kubectl logs --previous shows).
+// it when previous is set (the instance kubectl logs --previous shows). Containers are matched by their
+// sandbox (the pod UID label is on sandboxes) and the container name label.
 func (s *Server) findContainer(ctx context.Context, pod *v1.Pod, container string, previous bool) (string, error) {
+	sbs, err := s.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{labelPodUID: string(pod.UID)},
+	}})
+	if err != nil {
+		return "", fmt.Errorf("list sandboxes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	inPod := map[string]bool{}
+	for _, sb := range sbs.GetItems() {
+		inPod[sb.GetId()] = true
+	}
 	resp, err := s.cfg.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{labelPodUID: string(pod.UID), labelContainerName: container},
+		LabelSelector: map[string]string{labelContainerName: container},
 	}})
 	if err != nil {
 		return "", fmt.Errorf("list containers of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	cs := resp.GetContainers()
+	var cs []*runtimeapi.Container
+	for _, c := range resp.GetContainers() {
+		if inPod[c.GetPodSandboxId()] {
+			cs = append(cs, c)
+		}
+	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].GetCreatedAt() > cs[j].GetCreatedAt() })
 	idx := 0
 	if previous {
@@ -112,6 +128,9 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	fw := &flushWriter{w: w}
 	if f, ok := w.(http.Flusher); ok && opts.Follow {
 		fw.f = f
+		w.WriteHeader(http.StatusOK) // a follower sees the stream open before the next line is logged
+		f.Flush()
+		fw.wrote = true
 	}
 	if err := logs.ReadLogs(r.Context(), path, id, opts, statusOnly{rt: s.cfg.Runtime}, fw, fw); err != nil && r.Context().Err() == nil {
 		s.log.Warn("container logs", "pod", ns+"/"+name, "container", ctrName, "err", err)

@@ -71,8 +71,9 @@ type fakeRuntime struct {
 
 func (f *fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContainersRequest, _ ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
 	all := []*runtimeapi.Container{
-		{Id: "old", CreatedAt: 1, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: map[string]string{labelPodUID: "uid1", labelContainerName: "app"}},
-		{Id: "new", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{labelPodUID: "uid1", labelContainerName: "app"}},
+		{Id: "old", PodSandboxId: "sb1", CreatedAt: 1, State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: map[string]string{labelContainerName: "app"}},
+		{Id: "new", PodSandboxId: "sb1", CreatedAt: 2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{labelContainerName: "app"}},
+		{Id: "other", PodSandboxId: "sb2", CreatedAt: 3, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{labelContainerName: "app"}},
 	}
 	var out []*runtimeapi.Container
 	for _, c := range all {
@@ -199,7 +200,7 @@ func TestServer(t *testing.T) {
 		t.Errorf("summary = %s", body)
 	}
 	code, body = get("/metrics")
-	for _, name := range []string{"kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`, `kubelet_node_name{node="n1"} 1`, "kubelet_pod_start_duration_seconds_bucket"} {
+	for _, name := range []string{"kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 2`, `kubelet_node_name{node="n1"} 1`, "kubelet_pod_start_duration_seconds_bucket"} {
 		if code != 200 || !strings.Contains(body, name) {
 			t.Errorf("/metrics lacks %q", name)
 		}

@@ -17,8 +17,8 @@ import (
 )
 
 // statsSummary serves /stats/summary: the node's CPU, memory and root filesystem, the runtime's image
-// filesystem (CRI ImageFsInfo), and per pod the containers' CPU, memory and writable layer from CRI
-// ListContainerStats, grouped by the pod UID label; pod CPU and memory are the sums over its containers.
+// filesystem (CRI ImageFsInfo), and per pod the running containers' CPU, memory and writable layer from
+// CRI ListContainerStats, grouped by sandbox; pod CPU and memory are the sums over its containers.
 // Pods are those with a ready CRI sandbox.
 func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 	sum, err := s.summary(r.Context())
@@ -66,16 +66,17 @@ func (s *Server) summary(ctx context.Context) (*statsapi.Summary, error) {
 		return nil, fmt.Errorf("CRI ListContainerStats: %w", err)
 	}
 	created := map[string]int64{}
-	running := map[string]bool{}
+	sandboxOf := map[string]string{} // running container ID -> sandbox ID
 	for _, c := range ctrs.GetContainers() {
 		created[c.GetId()] = c.GetCreatedAt()
-		running[c.GetId()] = c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			sandboxOf[c.GetId()] = c.GetPodSandboxId()
+		}
 	}
-	byUID := map[string][]*runtimeapi.ContainerStats{}
+	bySandbox := map[string][]*runtimeapi.ContainerStats{}
 	for _, cs := range cstats.GetStats() {
-		if id := cs.GetAttributes().GetId(); running[id] {
-			uid := cs.GetAttributes().GetLabels()[labelPodUID]
-			byUID[uid] = append(byUID[uid], cs)
+		if sb, ok := sandboxOf[cs.GetAttributes().GetId()]; ok {
+			bySandbox[sb] = append(bySandbox[sb], cs)
 		}
 	}
 	for _, sb := range sbs.GetItems() {
@@ -90,7 +91,7 @@ func (s *Server) summary(ctx context.Context) (*statsapi.Summary, error) {
 			ps.PodRef.Name, ps.PodRef.Namespace = sb.GetMetadata().GetName(), sb.GetMetadata().GetNamespace()
 		}
 		var cpuNano, cpuCore, wss, usage, rss uint64
-		for _, cs := range byUID[uid] {
+		for _, cs := range bySandbox[sb.GetId()] {
 			c := containerStats(cs, created[cs.GetAttributes().GetId()])
 			ps.Containers = append(ps.Containers, c)
 			if c.CPU != nil {
