@@ -230,20 +230,20 @@ func (k *Kubelet) withStatus(p *v1.Pod) *v1.Pod {
 	return c
 }
 
-// SetStaticPods replaces the set of static pods (from --pod-manifest-path): each must carry its UID
-// (derived from its source, stable across restarts) and the annotation kubernetes.io/config.source
-// (e.g. "file"). New ones start, changed ones are synced, ones left out are terminated and removed.
-// Their status goes to their mirror pod (same namespace/name, annotation kubernetes.io/config.mirror)
-// when the node half has created it; mirror pods themselves are never run. Errors name the bad pod.
-func (k *Kubelet) SetStaticPods(pods []*v1.Pod) error {
-	for _, p := range pods {
-		if p.UID == "" || !status.IsStatic(p) {
-			return fmt.Errorf("static pod %s/%s: needs a UID and the %s annotation", p.Namespace, p.Name, status.ConfigSourceAnnotation)
-		}
-	}
+// SetStaticPods replaces the set of static pods (from --pod-manifest-path; it satisfies
+// kubelet/static.Sink): each must carry its UID (derived from its source, stable across restarts) and
+// the annotation kubernetes.io/config.source (e.g. "file"); pods without them are logged and skipped.
+// New ones start, changed ones are synced, ones left out are terminated and removed. Their status goes
+// to their mirror pod (same namespace/name, annotation kubernetes.io/config.mirror) when the node half
+// has created it; mirror pods themselves are never run. It waits until Run has started.
+func (k *Kubelet) SetStaticPods(pods []*v1.Pod) {
 	<-k.running
 	keep := map[types.UID]bool{}
 	for _, p := range pods {
+		if p.UID == "" || !status.IsStatic(p) {
+			k.log.Error("static pod rejected: needs a UID and the "+status.ConfigSourceAnnotation+" annotation", "pod", p.Namespace+"/"+p.Name)
+			continue
+		}
 		keep[p.UID] = true
 		k.mu.Lock()
 		old := k.pods[p.UID]
@@ -254,17 +254,14 @@ func (k *Kubelet) SetStaticPods(pods []*v1.Pod) error {
 	k.mu.RLock()
 	var gone []*v1.Pod
 	for uid := range k.static {
-		if !keep[uid] {
-			gone = append(gone, k.pods[uid])
+		if p := k.pods[uid]; !keep[uid] && p != nil {
+			gone = append(gone, p)
 		}
 	}
 	k.mu.RUnlock()
 	for _, p := range gone {
-		if p != nil {
-			k.podRemoved(p)
-		}
+		k.podRemoved(p)
 	}
-	return nil
 }
 
 // podUpdated handles a new or changed desired pod. Changes of status alone (mostly the kubelet's own

@@ -127,7 +127,7 @@ func TestServer(t *testing.T) {
 	pki := newPKI(t)
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
-		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.pool, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
+		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.pool, Authorizer: GroupAuthorizer{"system:masters"}, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +152,13 @@ func TestServer(t *testing.T) {
 	if resp, err := bad.Get(base + "/pods"); err == nil {
 		resp.Body.Close()
 		t.Errorf("foreign-CA client got %d, want a TLS failure or 401", resp.StatusCode)
+	}
+
+	node := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pki.clientCert(t, "system:node:n2", "system:nodes")}}}}
+	if resp, err := node.Get(base + "/pods"); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another node's /pods = %v, %v; want 403", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pki.clientCert(t, "kube-apiserver-kubelet-client", "system:masters")}}}}
