@@ -183,6 +183,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	srv, err := server.New(server.Config{
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
 		CertDir: filepath.Join(rootDir, "pki"), NodeName: nodeName, NodeIPs: []net.IP{nodeIP}, ClientCA: clientCA,
+		Authorizer: server.GroupAuthorizer{"system:masters"},
 		Pods: kl, Runtime: rt.Runtime(), Images: rt.Image(), RootDir: rootDir,
 		Metrics: metrics.New(nodeName, rt.Runtime()),
 	})
