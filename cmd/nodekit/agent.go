@@ -184,7 +184,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
 		CertDir: filepath.Join(rootDir, "pki"), NodeName: nodeName, NodeIPs: []net.IP{nodeIP}, ClientCA: clientCA,
 		Authorizer: server.GroupAuthorizer{"system:masters"},
-		Pods: kl, Runtime: rt.Runtime(), Images: rt.Image(), RootDir: rootDir,
+		Pods:       kl, Runtime: rt.Runtime(), Images: rt.Image(), RootDir: rootDir,
 		Metrics: metrics.New(nodeName, rt.Runtime()),
 	})
 	if err != nil {
