@@ -142,6 +142,8 @@ state = {{q .State}}
 `
 
 var configV2 = template.Must(template.New("v2").Funcs(funcs).Parse(`version = 2
+# Snapshotters CRI does not use here; devmapper would only log that it is not configured.
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
 ` + header + `  [plugins."io.containerd.internal.v1.opt"]
     path = {{q (print .Root "/opt")}}
 

@@ -31,7 +31,7 @@ var DefaultCNIBinDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 // only connects) or Dir is (a managed child).
 type Config struct {
 	// Endpoint names an existing CRI runtime, e.g. "unix:///run/containerd/containerd.sock". When set,
-	// every other field except Logger and StartTimeout is ignored.
+	// every other field except Logger, StartTimeout and ImagesDir is ignored.
 	Endpoint string
 
 	// Dir holds the managed containerd's generated config.toml and, unless overridden below, its root
@@ -65,6 +65,12 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopTimeout is the grace period between SIGTERM and SIGKILL on Stop; default 10 s.
 	StopTimeout time.Duration
+	// ImagesDir, when set, is imported into the k8s.io namespace by Start once the runtime answers
+	// (Importer.ImportDir: every *.tar archive, the k3s airgap convention); a missing directory imports
+	// nothing. The runtime behind an external Endpoint must be containerd for this.
+	ImagesDir string
+	// ImportProgress, if set, receives import progress (see Importer.ImportFile).
+	ImportProgress func(ImportProgress)
 }
 
 // Supervisor owns one containerd: a managed child process or an external endpoint.
@@ -237,12 +243,35 @@ func (s *Supervisor) PID() int {
 	return s.proc.cmd.Process.Pid
 }
 
-// Start brings the runtime up and returns once its CRI endpoint answers Version (CRI v1). For an
-// external endpoint it only connects, waiting up to StartTimeout. For a managed containerd it creates
-// the directories, writes config.toml, starts containerd and from then on restarts it with
-// exponential backoff (1 s doubling to 30 s, reset after a minute of uptime) whenever it exits, until
-// Stop. If containerd exits before it answers, Start fails with its exit status and last error lines.
+// Start brings the runtime up and returns once its CRI endpoint answers Version (CRI v1) and the
+// archives of Config.ImagesDir are imported. For an external endpoint it only connects, waiting up to
+// StartTimeout. For a managed containerd it creates the directories, writes config.toml, starts
+// containerd and from then on restarts it with exponential backoff (1 s doubling to 30 s, reset after
+// a minute of uptime) whenever it exits, until Stop. If containerd exits before it answers, Start fails
+// with its exit status and last error lines. Start is called once; after an error, call Stop.
 func (s *Supervisor) Start(ctx context.Context) error {
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	if s.cfg.ImagesDir == "" {
+		return nil
+	}
+	im, err := NewImporter(s.Address())
+	if err != nil {
+		return err
+	}
+	defer im.Close()
+	imgs, err := im.ImportDir(ctx, s.cfg.ImagesDir, s.cfg.ImportProgress)
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		s.log.Info("imported image", "image", img.Name, "digest", img.Digest, "file", img.File)
+	}
+	return nil
+}
+
+func (s *Supervisor) start(ctx context.Context) error {
 	if !s.Managed() {
 		c, err := s.waitReady(ctx, nil)
 		if err != nil {
