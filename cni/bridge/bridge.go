@@ -6,8 +6,6 @@
 package bridge
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -20,13 +18,14 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+
+	"github.com/nodekit/nodekit/cni/internal/naming"
 )
 
 // HostVethName is the node-side veth name of (containerID, ifName): "nk" + 12 hex digits of a SHA-256,
 // stable so DEL finds the interface without any saved state even when the pod netns is gone.
 func HostVethName(containerID, ifName string) string {
-	h := sha256.Sum256([]byte(containerID + "\x00" + ifName))
-	return "nk" + hex.EncodeToString(h[:6])
+	return naming.Hash("nk", 6, containerID, ifName)
 }
 
 // EnsureBridge creates the bridge name (if missing) with the given MTU, brings it up, and makes sure it

@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/nodekit/nodekit/cni/internal/atomicfile"
 	"github.com/nodekit/nodekit/cni/netconf"
 )
 
@@ -155,26 +156,8 @@ func Write(o Options) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cni config: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".10-nodekit-*.tmp") // not *.conflist: runtimes must not load it
-	if err != nil {
+	if err := atomicfile.Write(o.Path, bytes.NewReader(b), 0o644); err != nil {
 		return "", fmt.Errorf("cni config: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), o.Path)
-	}
-	if err != nil {
-		return "", fmt.Errorf("cni config: write %s: %w", o.Path, err)
 	}
 	return o.Path, nil
 }

@@ -4,10 +4,10 @@ package install
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/nodekit/nodekit/cni/internal/atomicfile"
 	"github.com/nodekit/nodekit/cni/netconf"
 )
 
@@ -24,27 +24,9 @@ func Install(src, binDir string) (string, error) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", fmt.Errorf("cni install: %w", err)
 	}
-	tmp, err := os.CreateTemp(binDir, "."+netconf.PluginType+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("cni install: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	_, err = io.Copy(tmp, in)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	dst := filepath.Join(binDir, netconf.PluginType)
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		return "", fmt.Errorf("cni install %s into %s: %w", src, binDir, err)
+	if err := atomicfile.Write(dst, in, 0o755); err != nil {
+		return "", fmt.Errorf("cni install %s: %w", src, err)
 	}
 	return dst, nil
 }

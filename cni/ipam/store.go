@@ -12,8 +12,6 @@
 package ipam
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +21,8 @@ import (
 	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/ip"
+
+	"github.com/nodekit/nodekit/cni/internal/naming"
 )
 
 // ErrExhausted is returned (wrapped, with the ranges named) by Allocate when every address is taken.
@@ -88,8 +88,7 @@ func (s *Store) lock() (func(), error) {
 // attachmentKey is a file name for (containerID, ifname): container IDs are runtime-chosen strings, so they
 // are hashed rather than trusted as path elements.
 func attachmentKey(containerID, ifName string) string {
-	h := sha256.Sum256([]byte(containerID + "\x00" + ifName))
-	return hex.EncodeToString(h[:16])
+	return naming.Hash("", 16, containerID, ifName)
 }
 
 // Allocate reserves an address for (containerID, ifName). If the attachment already holds one (a repeated

@@ -5,20 +5,19 @@
 package masq
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 
 	"github.com/containernetworking/plugins/pkg/utils"
 	"github.com/coreos/go-iptables/iptables"
+
+	"github.com/nodekit/nodekit/cni/internal/naming"
 )
 
 // ChainName is the nat chain holding network's masquerade rules (28 bytes at most, iptables' limit).
 func ChainName(network string) string {
-	h := sha256.Sum256([]byte(network))
-	return "NK-MASQ-" + hex.EncodeToString(h[:8])
+	return naming.Hash("NK-MASQ-", 8, network)
 }
 
 func jumpRule(network string, podCIDR *net.IPNet) []string {

@@ -12,8 +12,6 @@
 package portmap
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"strconv"
@@ -22,19 +20,18 @@ import (
 	"github.com/containernetworking/plugins/pkg/utils"
 	"github.com/coreos/go-iptables/iptables"
 
+	"github.com/nodekit/nodekit/cni/internal/naming"
 	"github.com/nodekit/nodekit/cni/netconf"
 )
 
 // TopChain is the per-network chain dispatching to the pods' chains.
 func TopChain(network string) string {
-	h := sha256.Sum256([]byte(network))
-	return "NK-HOSTPORTS-" + hex.EncodeToString(h[:6])
+	return naming.Hash("NK-HOSTPORTS-", 6, network)
 }
 
 // PodChain is the chain of one attachment's DNAT rules.
 func PodChain(network, containerID, ifName string) string {
-	h := sha256.Sum256([]byte(network + "\x00" + containerID + "\x00" + ifName))
-	return "NK-HP-" + hex.EncodeToString(h[:10])
+	return naming.Hash("NK-HP-", 10, network, containerID, ifName)
 }
 
 func entryRules(network string) [][]string {

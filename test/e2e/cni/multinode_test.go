@@ -50,42 +50,17 @@ func TestTwoNodesHostGW(t *testing.T) {
 	syncRoutes(t, nodes, a, b)
 	pa, pb := a.add(nil), b.add(nil)
 
-	// The server on pod B reports the peer address it saw.
-	l, err := netns.Listen(pb.ns, "tcp", net.JoinHostPort(pb.ip.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	seen := make(chan string, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		seen <- c.RemoteAddr().(*net.TCPAddr).IP.String()
-		_, _ = c.Write([]byte("ok"))
-		c.Close()
-	}()
-	var got string
-	err = pa.ns.Do(func(_ ns.NetNS) error {
-		c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		got = <-seen
-		return nil
-	})
-	if err != nil {
+	addr, seen := acceptOnce(t, pb.ns, pb.ip)
+	if err := dialFrom(pa, addr); err != nil {
 		t.Fatalf("pod %s on %s -> pod %s on %s: %v", pa.ip, a.node.Name, pb.ip, b.node.Name, err)
 	}
-	if got != pa.ip.String() {
+	if got := <-seen; got != pa.ip.String() {
 		t.Errorf("pod B saw the connection from %s, want pod A's own IP %s (no masquerade inside the cluster CIDR)", got, pa.ip)
 	}
 
 	// Node B leaves: node A's route to its podCIDR goes, and nothing else of A's routing changes.
 	syncRoutes(t, nodes[:1], a)
-	err = a.node.Do(func() error {
+	err := a.node.Do(func() error {
 		rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.Protocol}, netlink.RT_FILTER_PROTOCOL)
 		if err != nil {
 			return err
@@ -98,7 +73,7 @@ func TestTwoNodesHostGW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := netns.Echo(pa.ns, l.Addr().String(), time.Second); err == nil {
+	if err := dialFrom(pa, addr); err == nil {
 		t.Errorf("pod B still reachable from pod A without a route")
 	}
 }
@@ -110,22 +85,9 @@ func TestMasqueradeLeavingCluster(t *testing.T) {
 	a := newEnv(t, lab, "10.244.12.0/24", "10.244.0.0/16")
 	other := lab.MustAddNode(t, "outside")
 	p := a.add(nil)
-	l, err := netns.Listen(other.NS, "tcp", net.JoinHostPort(other.IP.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	seen := make(chan string, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		seen <- c.RemoteAddr().(*net.TCPAddr).IP.String()
-		c.Close()
-	}()
-	if err := dialFrom(p, l.Addr().String()); err != nil {
-		t.Fatalf("pod -> %s: %v", l.Addr(), err)
+	addr, seen := acceptOnce(t, other.NS, other.IP)
+	if err := dialFrom(p, addr); err != nil {
+		t.Fatalf("pod -> %s: %v", addr, err)
 	}
 	if got := <-seen; got != a.node.IP.String() {
 		t.Errorf("outside host saw %s, want the node IP %s", got, a.node.IP)
@@ -142,6 +104,27 @@ func TestMasqueradeLeavingCluster(t *testing.T) {
 	}
 }
 
+// acceptOnce listens on ip:0 inside n and reports the source IP of the first connection on seen.
+func acceptOnce(t *testing.T, n ns.NetNS, ip net.IP) (addr string, seen <-chan string) {
+	t.Helper()
+	l, err := netns.Listen(n, "tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ch := make(chan string, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		ch <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+		c.Close()
+	}()
+	return l.Addr().String(), ch
+}
+
+// dialFrom opens (and closes) a TCP connection to addr from inside the pod, within 5 s.
 func dialFrom(p *pod, addr string) error {
 	return p.ns.Do(func(_ ns.NetNS) error {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
