@@ -69,12 +69,9 @@ type Spec struct {
 	Env        []string
 }
 
-// toolbox lists the demo server's multi-call commands, linked as /bin/<name>.
-var toolbox = []string{"cat", "echo", "env", "false", "hostname", "ls", "rm", "sh", "sleep", "touch", "true"}
-
 func demoServer(ref, version string) Spec {
-	links := make([]string, len(toolbox))
-	for i, t := range toolbox {
+	links := make([]string, len(images.Toolbox))
+	for i, t := range images.Toolbox {
 		links[i] = "/bin/" + t
 	}
 	return Spec{
