@@ -1,0 +1,151 @@
+// Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
+// ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector and ServiceAccount
+// controllers, each a small package of its own on one shared client-go informer factory, talking to
+// the API server only (kube-controller-manager's shape, much smaller).
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
+	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
+	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
+	"github.com/nodekit/nodekit/controlplane/controllers/namespace"
+	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
+	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
+	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
+	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
+)
+
+// Names of the controllers, for Options.Controllers.
+const (
+	NodeIPAM         = "nodeipam"
+	NodeLifecycle    = "nodelifecycle"
+	ReplicaSet       = "replicaset"
+	Deployment       = "deployment"
+	EndpointSlice    = "endpointslice"
+	Namespace        = "namespace"
+	GarbageCollector = "garbagecollector"
+	ServiceAccount   = "serviceaccount"
+)
+
+// All lists every controller name.
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount}
+
+// Options configure the controller manager; zero values take the defaults given per field.
+type Options struct {
+	// Controllers to run, by name (default: All).
+	Controllers []string
+	// ClusterCIDR is the range podCIDRs are cut from (default "10.244.0.0/16").
+	ClusterCIDR string
+	// NodeCIDRMaskSize is the prefix length of each Node's podCIDR (default 24).
+	NodeCIDRMaskSize int
+	// NodeMonitorGracePeriod: a Node silent this long becomes Unknown (default 40 s).
+	NodeMonitorGracePeriod time.Duration
+	// NodeMonitorPeriod: how often node health and evictions are checked (default 5 s).
+	NodeMonitorPeriod time.Duration
+	// Workers per queue-driven controller (default 2).
+	Workers int
+	// ResyncPeriod of the shared informers (default 0: no periodic resync).
+	ResyncPeriod time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if len(o.Controllers) == 0 {
+		o.Controllers = All
+	}
+	if o.ClusterCIDR == "" {
+		o.ClusterCIDR = "10.244.0.0/16"
+	}
+	if o.NodeCIDRMaskSize == 0 {
+		o.NodeCIDRMaskSize = 24
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+type runner interface {
+	Run(ctx context.Context, workers int)
+}
+
+type runFunc func(ctx context.Context, workers int)
+
+func (f runFunc) Run(ctx context.Context, workers int) { f(ctx, workers) }
+
+// Run starts the selected controllers on client and blocks until ctx is done and every controller has
+// stopped. It returns an error at once for an unknown controller name or bad options (e.g. a cluster
+// CIDR that does not parse).
+func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
+	if client == nil {
+		return fmt.Errorf("controllers: client is nil")
+	}
+	opts.setDefaults()
+	for _, name := range opts.Controllers {
+		if !slices.Contains(All, name) {
+			return fmt.Errorf("controllers: unknown controller %q (known: %v)", name, All)
+		}
+	}
+	log := opts.Logger.With("component", "controller-manager")
+	factory := informers.NewSharedInformerFactory(client, opts.ResyncPeriod)
+	var runners []runner
+	for _, name := range opts.Controllers {
+		var r runner
+		var err error
+		switch name {
+		case NodeIPAM:
+			r, err = nodeipam.New(client, factory, opts.ClusterCIDR, opts.NodeCIDRMaskSize, log)
+		case NodeLifecycle:
+			var c *nodelifecycle.Controller
+			c, err = nodelifecycle.New(client, factory, nodelifecycle.Options{
+				GracePeriod: opts.NodeMonitorGracePeriod, MonitorPeriod: opts.NodeMonitorPeriod}, log)
+			if c != nil {
+				r = runFunc(func(ctx context.Context, _ int) { c.Run(ctx) })
+			}
+		case ReplicaSet:
+			r, err = replicaset.New(client, factory, log)
+		case Deployment:
+			r, err = deployment.New(client, factory, log)
+		case EndpointSlice:
+			r, err = endpointslice.New(client, factory, log)
+		case Namespace:
+			r, err = namespace.New(client, factory, log)
+		case GarbageCollector:
+			r, err = garbagecollector.New(client, factory, log)
+		case ServiceAccount:
+			r, err = serviceaccount.New(client, factory, log)
+		}
+		if err != nil {
+			return fmt.Errorf("controllers: %s: %w", name, err)
+		}
+		runners = append(runners, r)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("controllers: cache for %v did not sync: %w", typ, ctx.Err())
+		}
+	}
+	log.Info("controllers started", "controllers", opts.Controllers)
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Run(ctx, opts.Workers) }()
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,59 @@
+// Package podutil answers the pod questions several controllers ask: is it active, terminal, ready,
+// and since when, and when does a ready pod count as available (Kubernetes pod lifecycle semantics).
+package podutil
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// IsTerminal reports whether the pod has finished (phase Succeeded or Failed).
+func IsTerminal(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}
+
+// IsActive reports whether the pod counts toward a controller's replicas: not finished and not being
+// deleted.
+func IsActive(p *v1.Pod) bool { return !IsTerminal(p) && p.DeletionTimestamp == nil }
+
+// Condition returns the pod's condition of type t, or nil.
+func Condition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// IsReady reports whether the pod's Ready condition is True.
+func IsReady(p *v1.Pod) bool {
+	c := Condition(p, v1.PodReady)
+	return c != nil && c.Status == v1.ConditionTrue
+}
+
+// ReadySince returns the Ready condition's lastTransitionTime (zero when not ready).
+func ReadySince(p *v1.Pod) time.Time {
+	if c := Condition(p, v1.PodReady); c != nil && c.Status == v1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
+}
+
+// AvailableIn returns 0 when a ready pod has been ready for at least minReady at now (it is
+// available), otherwise how much longer it must stay ready. A pod whose Ready condition carries no
+// transition time counts as ready since forever.
+func AvailableIn(p *v1.Pod, minReady time.Duration, now time.Time) time.Duration {
+	if minReady <= 0 {
+		return 0
+	}
+	since := ReadySince(p)
+	if since.IsZero() {
+		return 0
+	}
+	if left := since.Add(minReady).Sub(now); left > 0 {
+		return left
+	}
+	return 0
+}

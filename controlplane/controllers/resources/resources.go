@@ -1,0 +1,210 @@
+// Package resources is the table of API kinds the namespace controller empties and the garbage
+// collector follows: for each kind its group/version/kind, its resource name, whether it is
+// namespaced, its shared informer, and typed get/list/delete/patch calls. Kinds not in the table are
+// outside nodekit's bundled API server and are not garbage collected.
+package resources
+
+import (
+	"context"
+	"errors"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Kind is one API kind with the calls the controllers need, bound to a clientset.
+type Kind struct {
+	GVK        schema.GroupVersionKind
+	Resource   string
+	Namespaced bool
+	// Informer returns the kind's shared informer from factory (registering it if needed).
+	Informer func(factory informers.SharedInformerFactory) cache.SharedIndexInformer
+	// Get returns the live object's metadata; a NotFound error when it does not exist.
+	Get func(ctx context.Context, c kubernetes.Interface, ns, name string) (metav1.Object, error)
+	// Delete deletes one object with opts.
+	Delete func(ctx context.Context, c kubernetes.Interface, ns, name string, opts metav1.DeleteOptions) error
+	// DeleteCollection deletes every object of the kind in ns.
+	DeleteCollection func(ctx context.Context, c kubernetes.Interface, ns string, opts metav1.DeleteOptions) error
+	// Count returns how many objects of the kind exist in ns (at most limit when limit > 0).
+	Count func(ctx context.Context, c kubernetes.Interface, ns string, limit int64) (int, error)
+	// Patch applies a patch of type pt to one object.
+	Patch func(ctx context.Context, c kubernetes.Interface, ns, name string, pt types.PatchType, data []byte) error
+}
+
+// collectionDeleter is implemented by typed clients of kinds that support deletecollection (Services
+// and Namespaces do not).
+type collectionDeleter interface {
+	DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
+}
+
+// typed is the part of every client-go typed resource client the table uses.
+type typed[T metav1.Object, L runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+func kind[T metav1.Object, L runtime.Object](gvk schema.GroupVersionKind, resource string, namespaced bool,
+	client func(c kubernetes.Interface, ns string) typed[T, L], inf func(informers.SharedInformerFactory) cache.SharedIndexInformer) Kind {
+	return Kind{
+		GVK: gvk, Resource: resource, Namespaced: namespaced, Informer: inf,
+		Get: func(ctx context.Context, c kubernetes.Interface, ns, name string) (metav1.Object, error) {
+			return client(c, ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Delete: func(ctx context.Context, c kubernetes.Interface, ns, name string, opts metav1.DeleteOptions) error {
+			return client(c, ns).Delete(ctx, name, opts)
+		},
+		DeleteCollection: func(ctx context.Context, c kubernetes.Interface, ns string, opts metav1.DeleteOptions) error {
+			tc := client(c, ns)
+			if dc, ok := any(tc).(collectionDeleter); ok {
+				return dc.DeleteCollection(ctx, opts, metav1.ListOptions{})
+			}
+			l, err := tc.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, it := range items {
+				if m, err := meta.Accessor(it); err == nil {
+					if err := tc.Delete(ctx, m.GetName(), opts); err != nil && !apierrors.IsNotFound(err) {
+						errs = append(errs, err)
+					}
+				}
+			}
+			return errors.Join(errs...)
+		},
+		Count: func(ctx context.Context, c kubernetes.Interface, ns string, limit int64) (int, error) {
+			l, err := client(c, ns).List(ctx, metav1.ListOptions{Limit: limit})
+			if err != nil {
+				return 0, err
+			}
+			return meta.LenList(l), nil
+		},
+		Patch: func(ctx context.Context, c kubernetes.Interface, ns, name string, pt types.PatchType, data []byte) error {
+			_, err := client(c, ns).Patch(ctx, name, pt, data, metav1.PatchOptions{})
+			return err
+		},
+	}
+}
+
+var (
+	core  = v1.SchemeGroupVersion
+	apps  = appsv1.SchemeGroupVersion
+	disco = discoveryv1.SchemeGroupVersion
+	coord = coordinationv1.SchemeGroupVersion
+)
+
+// All returns the kinds of nodekit's bundled API server, workloads first (so a namespace's
+// Deployments go before the pods they would otherwise recreate).
+func All() []Kind {
+	return []Kind{
+		kind(apps.WithKind("Deployment"), "deployments", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.Deployment, *appsv1.DeploymentList] {
+				return c.AppsV1().Deployments(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().Deployments().Informer()
+			}),
+		kind(apps.WithKind("DaemonSet"), "daemonsets", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.DaemonSet, *appsv1.DaemonSetList] {
+				return c.AppsV1().DaemonSets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().DaemonSets().Informer()
+			}),
+		kind(apps.WithKind("ReplicaSet"), "replicasets", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.ReplicaSet, *appsv1.ReplicaSetList] {
+				return c.AppsV1().ReplicaSets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().ReplicaSets().Informer()
+			}),
+		kind(core.WithKind("Pod"), "pods", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.Pod, *v1.PodList] { return c.CoreV1().Pods(ns) },
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Pods().Informer()
+			}),
+		kind(core.WithKind("Service"), "services", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.Service, *v1.ServiceList] {
+				return c.CoreV1().Services(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Services().Informer()
+			}),
+		kind(disco.WithKind("EndpointSlice"), "endpointslices", true,
+			func(c kubernetes.Interface, ns string) typed[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList] {
+				return c.DiscoveryV1().EndpointSlices(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Discovery().V1().EndpointSlices().Informer()
+			}),
+		kind(core.WithKind("Endpoints"), "endpoints", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.Endpoints, *v1.EndpointsList] {
+				return c.CoreV1().Endpoints(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Endpoints().Informer()
+			}),
+		kind(core.WithKind("ConfigMap"), "configmaps", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.ConfigMap, *v1.ConfigMapList] {
+				return c.CoreV1().ConfigMaps(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ConfigMaps().Informer()
+			}),
+		kind(core.WithKind("Secret"), "secrets", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.Secret, *v1.SecretList] {
+				return c.CoreV1().Secrets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Secrets().Informer()
+			}),
+		kind(core.WithKind("ServiceAccount"), "serviceaccounts", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.ServiceAccount, *v1.ServiceAccountList] {
+				return c.CoreV1().ServiceAccounts(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ServiceAccounts().Informer()
+			}),
+		kind(coord.WithKind("Lease"), "leases", true,
+			func(c kubernetes.Interface, ns string) typed[*coordinationv1.Lease, *coordinationv1.LeaseList] {
+				return c.CoordinationV1().Leases(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Coordination().V1().Leases().Informer()
+			}),
+		kind(core.WithKind("Event"), "events", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.Event, *v1.EventList] { return c.CoreV1().Events(ns) },
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Events().Informer()
+			}),
+		kind(core.WithKind("Node"), "nodes", false,
+			func(c kubernetes.Interface, _ string) typed[*v1.Node, *v1.NodeList] { return c.CoreV1().Nodes() },
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Nodes().Informer()
+			}),
+		kind(core.WithKind("Namespace"), "namespaces", false,
+			func(c kubernetes.Interface, _ string) typed[*v1.Namespace, *v1.NamespaceList] {
+				return c.CoreV1().Namespaces()
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Namespaces().Informer()
+			}),
+	}
+}
