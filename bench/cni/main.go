@@ -6,7 +6,12 @@
 // a runtime drives it. Pod network namespaces are created before the clock starts; only ADD and DEL are
 // timed. Iterations alternate between the two so load on the shared machine affects both alike.
 //
+// With -nodekit-bin it also compares process start-up (exec wall time and Go package-init time from
+// GODEBUG=inittrace=1) of nodekit-cni with the nodekit binary, the fixed cost every CNI call would pay if
+// the plugin were a mode of the big binary.
+//
 //	go run ./bench/cni -n 100
+//	go build -o /tmp/nodekit ./cmd/nodekit && go run ./bench/cni -n 50 -nodekit-bin /tmp/nodekit
 package main
 
 import (
@@ -37,8 +42,14 @@ func main() {
 	n := flag.Int("n", 50, "ADD+DEL iterations per plugin set")
 	refDir := flag.String("ref-bin-dir", "/usr/lib/cni", "directory of the reference bridge, host-local and portmap plugins")
 	refMasq := flag.Bool("ref-ipmasq", true, "enable ipMasq in the reference bridge (nodekit always masquerades)")
+	bigBin := flag.String("nodekit-bin", "", "also compare the plugin's process start-up with this nodekit binary's (`nodekit version`)")
 	flag.Parse()
-	if err := run(*n, *refDir, *refMasq); err != nil {
+	err := run(*n, *refDir, *refMasq)
+	if err == nil && *bigBin != "" {
+		err = startup(*n, *bigBin)
+	}
+	cnitest.Cleanup()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cni-bench:", err)
 		os.Exit(1)
 	}
@@ -52,7 +63,6 @@ func run(n int, refDir string, refMasq bool) error {
 	if err != nil {
 		return err
 	}
-	defer cnitest.Cleanup()
 	tmp, err := os.MkdirTemp("", "nodekit-cni-bench-")
 	if err != nil {
 		return err

@@ -64,9 +64,6 @@ func Open(dataDir, network string, ranges []Range) (*Store, error) {
 	return &Store{dir: dir, Ranges: ranges}, nil
 }
 
-// Dir is the store's directory.
-func (s *Store) Dir() string { return s.dir }
-
 func (s *Store) lock() (func(), error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -262,23 +259,6 @@ func (s *Store) GC(keep func(containerID, ifName string) bool) ([]Allocation, er
 		freed = append(freed, a)
 	}
 	return freed, nil
-}
-
-// Free counts the addresses still available.
-func (s *Store) Free() (int, error) {
-	all, err := s.List()
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for _, r := range s.Ranges {
-		for cur := r.Start; inRange(r, cur); cur = ip.NextIP(cur) {
-			if !cur.Equal(r.Gateway) {
-				total++
-			}
-		}
-	}
-	return total - len(all), nil
 }
 
 func (s *Store) readLast() net.IP {
