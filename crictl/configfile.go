@@ -1,6 +1,8 @@
 package crictl
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -72,6 +74,9 @@ func decodeConfigFile(path string, out any) error {
 		}
 		return fmt.Errorf("read config file: %w", err)
 	}
+	if err := checkJSONSyntax(data); err != nil {
+		return fmt.Errorf("%s:%w", path, err)
+	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
@@ -90,6 +95,35 @@ func decodeConfigFile(path string, out any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// checkJSONSyntax reports a JSON document's syntax error as "LINE:COL: reason" (YAML parsers place
+// JSON errors at the start of the enclosing object instead). Non-JSON documents pass.
+func checkJSONSyntax(data []byte) error {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return nil
+	}
+	var v any
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	// Offset counts the offending byte; at the end of the input, point just past it.
+	end := int(se.Offset) - 1
+	if int(se.Offset) >= len(data) {
+		end = len(data)
+	}
+	line, col := 1, 1
+	for _, b := range data[:max(end, 0)] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Errorf("%d:%d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
 }
 
 // fieldError locates a problem in a config document.

@@ -71,7 +71,7 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"enum hint", "pod.yaml", "metadata: {name: w, namespace: d}\nlinux:\n  security_context:\n    namespace_options:\n      network: NODE\n",
 			[]string{"pod.yaml:5:16:", "field linux.security_context.namespace_options.network", "2=NODE"}},
 		{"object expected", "pod.yaml", "metadata: web\n", []string{"pod.yaml:1:11:", "field metadata: want an object"}},
-		{"json syntax", "pod.json", "{\n  \"metadata\": {\"name\": \"w\",\n}\n", []string{"pod.json:", "line 3"}},
+		{"json syntax", "pod.json", "{\n  \"metadata\": {\"name\": \"w\",\n}\n", []string{"pod.json:3:1: invalid JSON: invalid character '}'"}},
 		{"missing name", "pod.yaml", "metadata:\n  namespace: d\n", []string{"pod.yaml: field metadata.name: required"}},
 		{"missing metadata", "pod.yaml", "hostname: x\n", []string{"pod.yaml: field metadata: required"}},
 		{"empty", "pod.yaml", "", []string{"pod.yaml: file is empty"}},

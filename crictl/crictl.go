@@ -51,10 +51,9 @@ type app struct {
 	timeout         time.Duration
 	debug           bool
 
-	in       io.Reader
-	out      io.Writer
-	errOut   io.Writer
-	exitFunc func(code int) // os.Exit; replaced in tests
+	in     io.Reader
+	out    io.Writer
+	errOut io.Writer
 
 	cfg    settings
 	client *cri.Client
@@ -73,10 +72,32 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:       true,
 		SilenceErrors:      true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := &app{exitFunc: os.Exit, in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
-			return a.run(ctx(cmd), args)
+			err := Run(ctx(cmd), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			var ee *ExitError
+			if errors.As(err, &ee) {
+				os.Exit(ee.Code)
+			}
+			return err
 		},
 	}
+}
+
+// ExitError reports that the command crictl ran in a container (exec) exited with a non-zero status;
+// the crictl process exits with the same status, as upstream does.
+type ExitError struct {
+	// Code is the remote command's exit status.
+	Code int
+}
+
+func (e *ExitError) Error() string { return fmt.Sprintf("command exited with status %d", e.Code) }
+
+// Run executes one crictl invocation in-process: args are what follows "crictl" on the command line
+// (global flags, subcommand, its flags and arguments). Output goes to stdout and stderr. It returns
+// *ExitError when exec'd command exits non-zero, and an error (one line for an unreachable runtime)
+// when the command fails.
+func Run(c context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	a := &app{in: stdin, out: stdout, errOut: stderr}
+	return a.run(c, args)
 }
 
 // run parses the global flags in args, resolves the configuration and executes the subcommand.

@@ -1,10 +1,12 @@
 package crictl
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,6 +218,11 @@ func (a *app) imagesCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("listing images: %w", err)
 			}
+			if len(args) == 1 {
+				// Some runtimes (containerd 1.6) ignore the filter; apply it here too.
+				r.Images = slices.DeleteFunc(r.Images, func(im *runtimeapi.Image) bool { return !imageMatches(im, args[0]) })
+			}
+			sortImages(r.Images)
 			if output != formatTable {
 				return printProto(a.out, r, output)
 			}
@@ -230,6 +237,38 @@ func (a *app) imagesCommand() *cobra.Command {
 	fl.BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
 	fl.BoolVar(&pinned, "pinned", false, "show whether the image is pinned or not")
 	return cmd
+}
+
+// imageMatches reports whether ref names im: its ID (or an ID prefix of at least 3 hex characters), one
+// of its repo tags or digests, or a repository whose tag is left out.
+func imageMatches(im *runtimeapi.Image, ref string) bool {
+	id := strings.TrimPrefix(im.GetId(), "sha256:")
+	if r := strings.TrimPrefix(ref, "sha256:"); im.GetId() == ref || (len(r) >= 3 && strings.HasPrefix(id, r)) {
+		return true
+	}
+	for _, name := range append(slices.Clone(im.GetRepoTags()), im.GetRepoDigests()...) {
+		repo := name
+		if i := strings.LastIndexAny(name, ":@"); i > strings.LastIndex(name, "/") {
+			repo = name[:i]
+		}
+		if name == ref || repo == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// sortImages orders images by first repo tag, then first digest, then ID, as upstream lists them.
+func sortImages(imgs []*runtimeapi.Image) {
+	slices.SortStableFunc(imgs, func(a, b *runtimeapi.Image) int {
+		if len(a.GetRepoTags()) > 0 && len(b.GetRepoTags()) > 0 {
+			return cmp.Compare(a.GetRepoTags()[0], b.GetRepoTags()[0])
+		}
+		if len(a.GetRepoDigests()) > 0 && len(b.GetRepoDigests()) > 0 {
+			return cmp.Compare(a.GetRepoDigests()[0], b.GetRepoDigests()[0])
+		}
+		return cmp.Compare(a.GetId(), b.GetId())
+	})
 }
 
 func (a *app) printImages(images []*runtimeapi.Image, verbose, quiet, digests, noTrunc, pinned bool) error {

@@ -208,7 +208,7 @@ func (a *app) execCommand() *cobra.Command {
 				a.out.Write(r.GetStdout())
 				a.errOut.Write(r.GetStderr())
 				if r.GetExitCode() != 0 {
-					a.exitFunc(int(r.GetExitCode()))
+					return &ExitError{Code: int(r.GetExitCode())}
 				}
 				return nil
 			}
@@ -227,8 +227,7 @@ func (a *app) execCommand() *cobra.Command {
 			}
 			err = a.stream(c, &sf, u, interactive, tty)
 			if code, ok := exitCode(err); ok {
-				a.exitFunc(code)
-				return nil
+				return &ExitError{Code: code}
 			}
 			if err != nil {
 				return fmt.Errorf("execing command in container %s: %w", id, err)
