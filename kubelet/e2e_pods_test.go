@@ -1,12 +1,18 @@
 package kubelet_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -50,5 +56,182 @@ func TestPodServesHTTP(t *testing.T) {
 			t.Fatalf("events %v, want Pulled, Created, Started", ev)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestEnvAndVolumes: env values (literal, $(VAR) expansion, downward API, configMap/secret keys,
+// envFrom, Service variables) and volume contents (configMap, secret, downwardAPI, emptyDir on disk and
+// in memory, hostPath) as seen inside the container; tmpfs volumes are unmounted after deletion.
+func TestEnvAndVolumes(t *testing.T) {
+	n := newNode(t, true)
+	ctx := context.Background()
+	core := n.client.CoreV1()
+	mustCreate := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := core.ConfigMaps(testNS).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"},
+		Data: map[string]string{"greeting": "hello", "app.conf": "a=1"}}, metav1.CreateOptions{})
+	mustCreate(err)
+	_, err = core.Secrets(testNS).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec"},
+		Data: map[string][]byte{"password": []byte("s3cret")}}, metav1.CreateOptions{})
+	mustCreate(err)
+	for _, s := range []struct {
+		name, ip string
+		port     int32
+	}{{"kubernetes", "10.96.0.1", 443}, {"web", "10.96.0.50", 80}} {
+		_, err = core.Services(testNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name},
+			Spec: v1.ServiceSpec{ClusterIP: s.ip, Ports: []v1.ServicePort{{Name: "http", Port: s.port, Protocol: v1.ProtocolTCP}}}}, metav1.CreateOptions{})
+		mustCreate(err)
+	}
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "file"), []byte("from-host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+
+	pod := n.demoPod("envvol")
+	c := &pod.Spec.Containers[0]
+	c.Env = append(c.Env,
+		v1.EnvVar{Name: "LITERAL", Value: "x"},
+		v1.EnvVar{Name: "EXPANDED", Value: "$(LITERAL)-y-$$(LITERAL)"},
+		v1.EnvVar{Name: "FROM_CM", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "greeting"}}},
+		v1.EnvVar{Name: "FROM_SECRET", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "sec"}, Key: "password"}}},
+		v1.EnvVar{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		v1.EnvVar{Name: "APP_LABEL", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+	)
+	c.EnvFrom = []v1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	hostPathType := v1.HostPathDirectory
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
+		{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}},
+		{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+		}}}},
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir, Type: &hostPathType}}},
+	}
+	c.VolumeMounts = []v1.VolumeMount{
+		{Name: "cm", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "info", MountPath: "/etc/info"},
+		{Name: "scratch", MountPath: "/scratch"}, {Name: "mem", MountPath: "/mem"}, {Name: "host", MountPath: "/host", ReadOnly: true},
+	}
+	n.create(pod)
+	p := n.waitPod("envvol", 60*time.Second, "Running", running)
+	id := containerStatus(p, "demo").ContainerID
+
+	env := n.exec(id, "env")
+	for _, want := range []string{
+		"LITERAL=x", "EXPANDED=x-y-$(LITERAL)", "FROM_CM=hello", "FROM_SECRET=s3cret", "NODE=" + n.name, "APP_LABEL=envvol",
+		"CM_greeting=hello", "CM_app.conf=a=1", "POD_IP=" + p.Status.PodIP,
+		"WEB_SERVICE_HOST=10.96.0.50", "WEB_SERVICE_PORT=80", "WEB_SERVICE_PORT_HTTP=80", "WEB_PORT=tcp://10.96.0.50:80",
+		"WEB_PORT_80_TCP_ADDR=10.96.0.50", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443",
+	} {
+		if !slices.Contains(strings.Split(env, "\n"), want) {
+			t.Errorf("env in container lacks %q; env:\n%s", want, env)
+		}
+	}
+	for path, want := range map[string]string{
+		"/etc/cfg/greeting": "hello", "/etc/cfg/app.conf": "a=1", "/etc/sec/password": "s3cret",
+		"/etc/info/name": "envvol", "/etc/info/labels": `app="envvol"`, "/host/file": "from-host",
+	} {
+		if got := n.exec(id, "cat", path); got != want {
+			t.Errorf("cat %s = %q, want %q", path, got, want)
+		}
+	}
+	if hosts := n.exec(id, "cat", "/etc/hosts"); !strings.Contains(hosts, p.Status.PodIP+"\tenvvol") {
+		t.Errorf("/etc/hosts lacks the pod's own entry:\n%s", hosts)
+	}
+	n.exec(id, "touch", "/scratch/a")
+	n.exec(id, "touch", "/mem/b")
+	if _, _, code := n.rt.Exec(t, criID(id), "touch", "/host/denied"); code == 0 {
+		t.Errorf("touch on a readOnly hostPath mount succeeded")
+	}
+	volDir := filepath.Join(n.rootDir, "pods", string(p.UID), "volumes")
+	if _, err := os.Stat(filepath.Join(volDir, "kubernetes.io~empty-dir", "scratch", "a")); err != nil {
+		t.Errorf("file written to emptyDir is not on the node's disk: %v", err)
+	}
+	memDir := filepath.Join(volDir, "kubernetes.io~empty-dir", "mem")
+	if m, _ := mountinfo.Mounted(memDir); !m {
+		t.Errorf("medium Memory emptyDir %s is not a mount", memDir)
+	}
+	if target, _ := os.Readlink(filepath.Join(volDir, "kubernetes.io~configmap", "cm", "greeting")); target != "..data/greeting" {
+		t.Errorf("configMap file is not the atomic-writer symlink into ..data: %q", target)
+	}
+
+	n.deleteGracefully("envvol", 2)
+	n.waitGone("envvol", 30*time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mounts, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(n.rootDir))
+		_, statErr := os.Stat(filepath.Join(n.rootDir, "pods", string(p.UID)))
+		if len(mounts) == 0 && os.IsNotExist(statErr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after deletion: %d mounts under %s, pod dir stat: %v", len(mounts), n.rootDir, statErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cgroupFile reads a cgroup v1 file of a container below the pod's cgroup parent.
+func cgroupFile(t *testing.T, controller, parent, id, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, parent, criID(id), file))
+	if err != nil {
+		t.Fatalf("read cgroup file: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestResourcesAndSecurityContext: requests/limits become the container's cgroup settings below the
+// Burstable QoS parent; runAsUser/runAsGroup, capabilities and readOnlyRootFilesystem take effect.
+func TestResourcesAndSecurityContext(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		t.Skip("needs cgroup v1 (no /sys/fs/cgroup/memory)")
+	}
+	n := newNode(t, false)
+	pod := n.demoPod("limits")
+	c := &pod.Spec.Containers[0]
+	c.Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	uid, gid, ro := int64(1000), int64(3000), true
+	c.SecurityContext = &v1.SecurityContext{
+		RunAsUser: &uid, RunAsGroup: &gid, ReadOnlyRootFilesystem: &ro,
+		Capabilities: &v1.Capabilities{Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"NET_ADMIN"}},
+	}
+	n.create(pod)
+	p := n.waitPod("limits", 60*time.Second, "Running", running)
+	if p.Status.QOSClass != v1.PodQOSBurstable {
+		t.Errorf("qosClass = %s, want Burstable", p.Status.QOSClass)
+	}
+	id := containerStatus(p, "demo").ContainerID
+	parent := filepath.Join(n.cgroupRoot, "kubepods", "burstable", "pod"+string(p.UID))
+	if got := cgroupFile(t, "memory", parent, id, "memory.limit_in_bytes"); got != "67108864" {
+		t.Errorf("memory.limit_in_bytes = %s, want 67108864 (64Mi)", got)
+	}
+	if got := cgroupFile(t, "cpu", parent, id, "cpu.cfs_quota_us"); got != "50000" {
+		t.Errorf("cpu.cfs_quota_us = %s, want 50000 (500m of a 100000us period)", got)
+	}
+	if got := cgroupFile(t, "cpu", parent, id, "cpu.cfs_period_us"); got != "100000" {
+		t.Errorf("cpu.cfs_period_us = %s, want 100000", got)
+	}
+	if got := cgroupFile(t, "cpu", parent, id, "cpu.shares"); got != "256" {
+		t.Errorf("cpu.shares = %s, want 256 (250m)", got)
+	}
+	st := n.exec(id, "cat", "/proc/1/status")
+	for _, want := range []string{"Uid:\t1000\t1000\t1000\t1000", "Gid:\t3000\t3000\t3000\t3000", "CapBnd:\t0000000000001000"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("/proc/1/status lacks %q:\n%s", want, st)
+		}
+	}
+	if _, _, code := n.rt.Exec(t, criID(id), "touch", "/rootfs-write"); code == 0 {
+		t.Errorf("write to a readOnlyRootFilesystem succeeded")
 	}
 }

@@ -86,7 +86,11 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 			return "", err
 		}
 		if src.EmptyDir.Medium == v1.StorageMediumMemory {
-			return dir, mountTmpfs(dir, src.EmptyDir.SizeLimit.Value())
+			var size int64
+			if src.EmptyDir.SizeLimit != nil {
+				size = src.EmptyDir.SizeLimit.Value()
+			}
+			return dir, mountTmpfs(dir, size)
 		}
 		return dir, nil
 	case src.HostPath != nil:
