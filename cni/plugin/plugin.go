@@ -11,6 +11,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -218,6 +219,10 @@ func cmdCheck(args *skel.CmdArgs) error {
 // IPAM data directory is usable.
 func cmdStatus(args *skel.CmdArgs) error {
 	n, err := load(args.StdinData)
+	var te *types.Error
+	if errors.As(err, &te) && te.Code == types.ErrIOFailure {
+		return types.NewError(types.ErrPluginNotAvailable, te.Msg, te.Details)
+	}
 	if err != nil {
 		return err
 	}
@@ -242,6 +247,8 @@ func cmdGC(args *skel.CmdArgs) error {
 		return internal("releasing stale IPs failed", err)
 	}
 	for _, a := range freed {
+		// stderr reaches the runtime's log; one line per released attachment.
+		slog.Info("GC released a stale attachment", "network", n.conf.Name, "container", a.ContainerID, "ifname", a.IfName, "ip", a.IP)
 		if err := bridge.DetachPod(bridge.HostVethName(a.ContainerID, a.IfName)); err != nil {
 			return internal("removing a stale pod interface failed", err)
 		}

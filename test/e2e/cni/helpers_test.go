@@ -68,6 +68,7 @@ func newEnv(t *testing.T, lab *netns.Lab, podCIDR, clusterCIDR string) *env {
 		PodCIDR:     podCIDR,
 		ClusterCIDR: clusterCIDR,
 		Bridge:      "nk" + suffix(),
+		MTU:         1400,
 		DataDir:     t.TempDir(),
 		BinDirs:     []string{binDir},
 	}

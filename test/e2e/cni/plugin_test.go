@@ -3,9 +3,11 @@ package cni_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit/cni/bridge"
 	"github.com/nodekit/nodekit/cni/cnitest"
+	"github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/plugin"
 	"github.com/nodekit/nodekit/test/framework/netns"
 )
@@ -37,8 +40,8 @@ func TestAddWiresPod(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if eth.Attrs().Flags&net.FlagUp == 0 || eth.Attrs().MTU != 1500 {
-				return errors.New("eth0 is not up with MTU 1500")
+			if eth.Attrs().Flags&net.FlagUp == 0 || eth.Attrs().MTU != 1400 {
+				return fmt.Errorf("eth0 is not up with the configured MTU 1400: flags %v mtu %d", eth.Attrs().Flags, eth.Attrs().MTU)
 			}
 			addrs, err := netlink.AddrList(eth, netlink.FAMILY_V4)
 			if err != nil || len(addrs) != 1 {
@@ -95,6 +98,9 @@ func TestAddWiresPod(t *testing.T) {
 		}
 		if !pi.Hairpin {
 			t.Errorf("hairpin is off on %s", l.Attrs().Name)
+		}
+		if l.Attrs().MTU != 1400 {
+			t.Errorf("node veth MTU %d, want 1400", l.Attrs().MTU)
 		}
 		return nil
 	})
@@ -354,4 +360,39 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("bad configs left allocations: %v", ents)
 	}
 	_ = os.RemoveAll(dataDir)
+}
+
+// TestVersionAndStatus: VERSION lists spec 1.1.0; STATUS succeeds for a usable configuration and answers
+// code 50 (plugin not available) when the IPAM data directory cannot be used.
+func TestVersionAndStatus(t *testing.T) {
+	e := newEnv(t, nil, "10.244.7.0/24", "10.244.0.0/16")
+	vi, err := e.rt.CNI.GetVersionInfo(ctx(t), "nodekit-cni")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(vi.SupportedVersions(), "1.1.0") {
+		t.Errorf("VERSION lists %v, want 1.1.0 among them", vi.SupportedVersions())
+	}
+	if err := e.node.Do(func() error { return e.rt.CNI.GetStatusNetworkList(ctx(t), e.rt.List) }); err != nil {
+		t.Errorf("STATUS: %v", err)
+	}
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.opts.DataDir = filepath.Join(blocker, "ipam") // below a regular file: cannot be created
+	e.opts.BinDirs = nil
+	b, err := config.Render(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := cnitest.NewRuntime(b, t.TempDir(), binDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.node.Do(func() error { return bad.CNI.GetStatusNetworkList(ctx(t), bad.List) })
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrPluginNotAvailable {
+		t.Errorf("STATUS with an unusable data dir = %#v, want code %d", err, types.ErrPluginNotAvailable)
+	}
 }
