@@ -396,3 +396,40 @@ func TestVersionAndStatus(t *testing.T) {
 		t.Errorf("STATUS with an unusable data dir = %#v, want code %d", err, types.ErrPluginNotAvailable)
 	}
 }
+
+// TestFailedAddRollsBack: an ADD that fails after allocating (the pod already has an eth0) releases its IP
+// and leaves no veth on the node.
+func TestFailedAddRollsBack(t *testing.T) {
+	e := newEnv(t, nil, "10.244.8.0/24", "10.244.0.0/16")
+	pn, err := e.lab.NewPodNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pn.Do(func(ns.NetNS) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = "eth0"
+		return netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.nodeLinks()
+	rc := cnitest.Attachment("ctr-rollback-"+suffix(), pn.Path(), "eth0", nil)
+	err = e.node.Do(func() error { _, err := e.rt.Add(ctx(t), rc); return err })
+	if err == nil {
+		t.Fatal("ADD into a pod that already has eth0 succeeded")
+	}
+	t.Logf("ADD failed as expected: %v", err)
+	if all, _ := e.store().List(); len(all) != 0 {
+		t.Errorf("failed ADD left allocations: %+v", all)
+	}
+	after := e.nodeLinks()
+	for name := range after {
+		if !before[name] && name != e.opts.Bridge {
+			t.Errorf("failed ADD left link %s on the node", name)
+		}
+	}
+	if after[bridge.HostVethName(rc.ContainerID, "eth0")] {
+		t.Errorf("failed ADD left its veth")
+	}
+}
