@@ -143,3 +143,70 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalEndpoint connects to a running containerd through Config.Endpoint: Start only connects,
+// Cleanup refuses, Stop leaves the runtime running.
+func TestExternalEndpoint(t *testing.T) {
+	ctx := context.Background()
+	managed := newManaged(t)
+	if err := managed.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ext, err := New(ctx, Config{Endpoint: managed.Endpoint(), StartTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ext.Managed() || ext.Endpoint() != managed.Endpoint() || ext.Address() != managed.Address() {
+		t.Errorf("external: managed %v endpoint %q address %q", ext.Managed(), ext.Endpoint(), ext.Address())
+	}
+	if err := ext.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.Client().Version(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := ext.Cleanup(ctx); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Errorf("Cleanup on an external endpoint: %v", err)
+	}
+	if err := ext.Stop(ctx); err != nil {
+		t.Error(err)
+	}
+	if _, err := managed.Client().Version(ctx); err != nil {
+		t.Errorf("runtime down after the external supervisor stopped: %v", err)
+	}
+
+	// An endpoint nobody serves: Start gives up after StartTimeout with the unreachable error.
+	down, err := New(ctx, Config{Endpoint: "unix:///nonexistent/nodekit.sock", StartTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Start(ctx); err == nil || !strings.Contains(err.Error(), "runtime not reachable at unix:///nonexistent/nodekit.sock") {
+		t.Errorf("Start on a dead endpoint: %v", err)
+	}
+}
+
+// TestStartFailure runs a stand-in binary that dies at start like a misconfigured containerd: Start
+// must fail with its exit status and last error line, and Stop must still return.
+func TestStartFailure(t *testing.T) {
+	dir := t.TempDir()
+	bin := dir + "/containerd"
+	script := `#!/bin/sh
+if [ "$1" = --version ]; then echo "containerd github.com/containerd/containerd v1.6.20 x"; exit 0; fi
+echo 'time="2026-01-01T00:00:00Z" level=fatal msg="failed to load config" error="bad toml"' >&2
+exit 3
+`
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Config{Dir: dir, Binary: bin, CNIBinDirs: []string{dir}, RestrictOOMScoreAdj: new(bool), CgroupDriver: "cgroupfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "containerd exited during start (exit status 3): failed to load config: bad toml") {
+		t.Errorf("Start: %v", err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Errorf("Stop after a failed Start: %v", err)
+	}
+}
