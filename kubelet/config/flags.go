@@ -109,11 +109,7 @@ func (f *Flags) Resolve() (*kubeletv1beta1.KubeletConfiguration, error) {
 // name the offending entry.
 func ParseTaints(spec string) ([]v1.Taint, error) {
 	var out []v1.Taint
-	for _, s := range strings.Split(spec, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
+	for _, s := range splitList(spec) {
 		kv, effect, ok := strings.Cut(s, ":")
 		if !ok {
 			return nil, fmt.Errorf("taint %q: missing :Effect (want key[=value]:Effect)", s)
@@ -132,11 +128,7 @@ func ParseTaints(spec string) ([]v1.Taint, error) {
 // qualified names and values as label values. Errors name the offending entry.
 func ParseLabels(spec string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, s := range strings.Split(spec, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
+	for _, s := range splitList(spec) {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
 			return nil, fmt.Errorf("label %q: want key=value", s)
@@ -196,4 +188,15 @@ func (v *taintsValue) Replace(ss []string) error {
 		}
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value into its trimmed, non-empty entries.
+func splitList(spec string) []string {
+	var out []string
+	for _, s := range strings.Split(spec, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

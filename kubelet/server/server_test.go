@@ -2,15 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -24,43 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/kubelet/server/testpki"
 )
-
-// testPKI is a throwaway CA that issues client certificates.
-type testPKI struct {
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newPKI(t *testing.T) *testPKI {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{ca: ca, key: key, pool: pool}
-}
-
-// clientCert issues a client certificate for cn/org signed by the CA.
-func (p *testPKI) clientCert(t *testing.T, cn string, org ...string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: org},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // fakeRuntime implements the RuntimeService calls the server makes; the embedded nil client makes any
 // other call panic, so the test notices.
@@ -124,10 +84,10 @@ func TestServer(t *testing.T) {
 	// CRI log format: <RFC3339Nano> <stream> <P|F> <line>
 	os.WriteFile(logPath+".new", []byte("2026-01-01T00:00:00.000000001Z stdout F hello\n2026-01-01T00:00:01.000000001Z stderr P par\n2026-01-01T00:00:01.000000002Z stderr F tial\n2026-01-01T00:00:02.000000001Z stdout F last\n"), 0o644)
 	os.WriteFile(logPath+".old", []byte("2026-01-01T00:00:00.000000001Z stdout F previous run\n"), 0o644)
-	pki := newPKI(t)
+	pki := testpki.New(t)
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
-		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.pool, Authorizer: GroupAuthorizer{"system:masters"}, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
+		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: GroupAuthorizer{"system:masters"}, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,21 +107,23 @@ func TestServer(t *testing.T) {
 		t.Errorf("anonymous /healthz = %d, want 401", resp.StatusCode)
 	}
 	// A certificate from another CA is anonymous too.
-	other := newPKI(t)
-	bad := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{other.clientCert(t, "mallory")}}}}
+	otherTLS, _, _ := testpki.New(t).Client(t, "mallory")
+	bad := &http.Client{Transport: &http.Transport{TLSClientConfig: otherTLS}}
 	if resp, err := bad.Get(base + "/pods"); err == nil {
 		resp.Body.Close()
 		t.Errorf("foreign-CA client got %d, want a TLS failure or 401", resp.StatusCode)
 	}
 
-	node := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pki.clientCert(t, "system:node:n2", "system:nodes")}}}}
+	nodeTLS, _, _ := pki.Client(t, "system:node:n2", "system:nodes")
+	node := &http.Client{Transport: &http.Transport{TLSClientConfig: nodeTLS}}
 	if resp, err := node.Get(base + "/pods"); err != nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("another node's /pods = %v, %v; want 403", resp, err)
 	} else {
 		resp.Body.Close()
 	}
 
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pki.clientCert(t, "kube-apiserver-kubelet-client", "system:masters")}}}}
+	adminTLS, _, _ := pki.Client(t, "kube-apiserver-kubelet-client", "system:masters")
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: adminTLS}}
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := c.Get(base + path)

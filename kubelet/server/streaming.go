@@ -42,28 +42,25 @@ func parseStreamOptions(r *http.Request, exec bool) (streamOptions, error) {
 // exec serves /exec/{namespace}/{pod}[/{uid}]/{container}: CRI Exec returns the runtime's streaming URL
 // and the request (an upgrade to SPDY or WebSocket) is proxied to it, as upstream's kubelet does.
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	o, err := parseStreamOptions(r, true)
-	if err != nil {
-		fail(w, &httpError{http.StatusBadRequest, err.Error()})
-		return
-	}
-	id, err := s.streamContainer(r)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	resp, err := s.cfg.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: id, Cmd: o.command,
-		Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr})
-	if err != nil {
-		fail(w, fmt.Errorf("CRI Exec in container %s: %w", id, err))
-		return
-	}
-	proxyStream(w, r, resp.GetUrl())
+	s.stream(w, r, true, func(id string, o streamOptions) (string, error) {
+		resp, err := s.cfg.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{ContainerId: id, Cmd: o.command,
+			Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr})
+		return resp.GetUrl(), err
+	})
 }
 
 // attach serves /attach/{namespace}/{pod}[/{uid}]/{container} through CRI Attach.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	o, err := parseStreamOptions(r, false)
+	s.stream(w, r, false, func(id string, o streamOptions) (string, error) {
+		resp, err := s.cfg.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{ContainerId: id,
+			Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr})
+		return resp.GetUrl(), err
+	})
+}
+
+// stream parses the stream options, resolves the container and proxies to the URL call returns.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, exec bool, call func(id string, o streamOptions) (string, error)) {
+	o, err := parseStreamOptions(r, exec)
 	if err != nil {
 		fail(w, &httpError{http.StatusBadRequest, err.Error()})
 		return
@@ -73,13 +70,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	resp, err := s.cfg.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{ContainerId: id,
-		Tty: o.tty, Stdin: o.stdin, Stdout: o.stdout, Stderr: o.stderr})
+	u, err := call(id, o)
 	if err != nil {
-		fail(w, fmt.Errorf("CRI Attach to container %s: %w", id, err))
+		fail(w, fmt.Errorf("CRI streaming request for container %s: %w", id, err))
 		return
 	}
-	proxyStream(w, r, resp.GetUrl())
+	proxyStream(w, r, u)
 }
 
 // portForward serves /portForward/{namespace}/{pod}[/{uid}] through CRI PortForward on the pod's ready

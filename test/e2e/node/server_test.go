@@ -21,6 +21,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/kubelet/server"
+	"github.com/nodekit/nodekit/kubelet/server/testpki"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -45,9 +46,9 @@ func TestKubeletServerOnContainerd(t *testing.T) {
 	pod := rt.RunDemoPod(t, "web")
 	apiPod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: types.UID(pod.Sandbox.Metadata.Uid)}}
 
-	pki := newPKI(t)
+	pki := testpki.New(t)
 	srv, err := server.New(server.Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(t.TempDir(), "pki"),
-		NodeName: "node-e2e", NodeIPs: []net.IP{net.IPv4(127, 0, 0, 1)}, ClientCA: pki.pool,
+		NodeName: "node-e2e", NodeIPs: []net.IP{net.IPv4(127, 0, 0, 1)}, ClientCA: pki.Pool,
 		Pods: podList{apiPod}, Runtime: rt.CRI.Runtime(), Images: rt.CRI.Image(), RootDir: rt.Dir})
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +63,8 @@ func TestKubeletServerOnContainerd(t *testing.T) {
 	if code, _ := get(t, anon, base+"/pods"); code != http.StatusUnauthorized {
 		t.Errorf("anonymous /pods = %d, want 401", code)
 	}
-	certPEM, keyPEM := pki.issue(t, "kube-apiserver-kubelet-client", "system:masters")
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}}}
+	adminTLS, certPEM, keyPEM := pki.Client(t, "kube-apiserver-kubelet-client", "system:masters")
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: adminTLS}}
 
 	if code, body := get(t, c, base+"/healthz"); code != 200 || body != "ok" {
 		t.Errorf("/healthz = %d %q", code, body)
