@@ -52,7 +52,11 @@ func buildPlugin() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(tmp, "build", "nodekit-cni")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-o", out, "./cmd/nodekit-cni")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain that built this test binary
+	}
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, "./cmd/nodekit-cni")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
