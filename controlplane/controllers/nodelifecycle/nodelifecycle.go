@@ -1,18 +1,19 @@
 // Package nodelifecycle is the node lifecycle controller: it watches each Node's heartbeats (its Lease
 // in kube-node-lease and its Ready condition's lastHeartbeatTime) and, when none arrived for the grace
 // period (40 s by default), sets the Node's conditions to Unknown ("Kubelet stopped posting node
-// status."), marks its pods not Ready and taints it node.kubernetes.io/unreachable:NoExecute; a Node
-// reporting Ready=False gets node.kubernetes.io/not-ready:NoExecute. The taints are lifted when the
-// kubelet reports Ready=True again. Pods on a NoExecute-tainted Node are evicted (deleted) at once
-// when they do not tolerate a taint, or after the shortest tolerationSeconds of the tolerations that
-// match (upstream's taint-based eviction; the API server's DefaultTolerationSeconds admission gives
-// ordinary pods 300 s).
+// status."), marks its pods not Ready and taints it node.kubernetes.io/unreachable (NoExecute and
+// NoSchedule); a Node reporting Ready=False gets node.kubernetes.io/not-ready likewise. The taints are
+// lifted when the kubelet reports Ready=True again. Pods on a NoExecute-tainted Node are evicted
+// (deleted) at once when they do not tolerate a taint, or after the shortest tolerationSeconds of the
+// tolerations that match (upstream's taint-based eviction; the API server's DefaultTolerationSeconds
+// admission gives ordinary pods 300 s).
 package nodelifecycle
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -231,8 +232,12 @@ func (c *Controller) markPodsNotReady(ctx context.Context, nodeName string) {
 	}
 }
 
-// reconcileTaints keeps exactly the NoExecute taint matching the Ready status: unreachable for
-// Unknown, not-ready for False, none for True.
+// conditionTaintKeys are the taint keys this controller manages.
+var conditionTaintKeys = []string{v1.TaintNodeUnreachable, v1.TaintNodeNotReady}
+
+// reconcileTaints keeps exactly the taints matching the Ready status: node.kubernetes.io/unreachable
+// for Unknown, node.kubernetes.io/not-ready for False, each with NoExecute (eviction) and NoSchedule
+// (no new pods, even from pods that tolerate the NoExecute one for a while), none for True.
 func (c *Controller) reconcileTaints(ctx context.Context, name string, ready v1.ConditionStatus, now time.Time) error {
 	want := ""
 	switch ready {
@@ -258,31 +263,35 @@ func (c *Controller) reconcileTaints(ctx context.Context, name string, ready v1.
 		}
 		var taints []v1.Taint
 		for _, t := range n.Spec.Taints {
-			if t.Effect == v1.TaintEffectNoExecute && (t.Key == v1.TaintNodeUnreachable || t.Key == v1.TaintNodeNotReady) && t.Key != want {
+			if slices.Contains(conditionTaintKeys, t.Key) && t.Key != want {
 				continue
 			}
 			taints = append(taints, t)
 		}
-		if want != "" && !hasTaint(taints, want) {
+		if want != "" {
 			ts := metav1.NewTime(now)
-			taints = append(taints, v1.Taint{Key: want, Effect: v1.TaintEffectNoExecute, TimeAdded: &ts})
+			for _, effect := range []v1.TaintEffect{v1.TaintEffectNoSchedule, v1.TaintEffectNoExecute} {
+				if !hasTaint(taints, want, effect) {
+					taints = append(taints, v1.Taint{Key: want, Effect: effect, TimeAdded: &ts})
+				}
+			}
 		}
 		n.Spec.Taints = taints
 		if _, err := c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 		if want == "" {
-			c.log.Info("node ready again, lifted NoExecute taints", "node", name)
+			c.log.Info("node ready again, lifted condition taints", "node", name)
 		} else {
-			c.log.Info("tainted node", "node", name, "taint", want+":NoExecute")
+			c.log.Info("tainted node", "node", name, "taint", want, "effects", "NoSchedule,NoExecute")
 		}
 		return nil
 	})
 }
 
-func hasTaint(taints []v1.Taint, key string) bool {
+func hasTaint(taints []v1.Taint, key string, effect v1.TaintEffect) bool {
 	for _, t := range taints {
-		if t.Key == key && t.Effect == v1.TaintEffectNoExecute {
+		if t.Key == key && t.Effect == effect {
 			return true
 		}
 	}
@@ -291,11 +300,11 @@ func hasTaint(taints []v1.Taint, key string) bool {
 
 func taintsNeedChange(taints []v1.Taint, want string) bool {
 	for _, t := range taints {
-		if t.Effect == v1.TaintEffectNoExecute && (t.Key == v1.TaintNodeUnreachable || t.Key == v1.TaintNodeNotReady) && t.Key != want {
+		if slices.Contains(conditionTaintKeys, t.Key) && t.Key != want {
 			return true
 		}
 	}
-	return want != "" && !hasTaint(taints, want)
+	return want != "" && (!hasTaint(taints, want, v1.TaintEffectNoExecute) || !hasTaint(taints, want, v1.TaintEffectNoSchedule))
 }
 
 // evictAt returns when a pod must leave a Node with these NoExecute taints: now if a taint is not

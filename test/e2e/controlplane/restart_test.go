@@ -1,0 +1,167 @@
+package controlplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestControllersConvergeAfterAPIServerRestart cuts every informer's watch by restarting the API
+// server, makes changes for each controller while and after it is down, and checks each converges:
+// ReplicaSet/Deployment (scale up), scheduler (binds the new pods), EndpointSlice (new Service),
+// node IPAM (a new Node gets a podCIDR different from the others), ServiceAccount (new namespace),
+// garbage collector (Deployment deleted → its ReplicaSet and pods go) and namespace deletion.
+func TestControllersConvergeAfterAPIServerRestart(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	c.addNode("node-a", "4", "8Gi")
+	_, err := c.Client.AppsV1().Deployments("default").Create(ctx, demoDeployment("web", 2, "demo:v1"), metav1.CreateOptions{})
+	must(t, err)
+	waitReadyPods := func(n int) {
+		eventually(t, 40*time.Second, "ready pods", func() error {
+			pods, err := c.activePods("default", "app=web")
+			if err != nil {
+				return err
+			}
+			ready := 0
+			for _, p := range pods {
+				if p.Spec.NodeName != "" && isReady(&p) {
+					ready++
+				}
+			}
+			if len(pods) != n || ready != n {
+				return errorf("%d pods, %d ready, want %d", len(pods), ready, n)
+			}
+			return nil
+		})
+	}
+	waitReadyPods(2)
+
+	// Cut every watch: stop the API server, wait long enough for clients to notice, start it again.
+	c.StopAPIServer()
+	time.Sleep(2 * time.Second)
+	c.Restart(t)
+
+	// Changes after the restart, one per controller.
+	d, err := c.Client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	must(t, err)
+	replicas := int32(3)
+	d.Spec.Replicas = &replicas
+	_, err = c.Client.AppsV1().Deployments("default").Update(ctx, d, metav1.UpdateOptions{})
+	must(t, err)
+	_, err = c.Client.CoreV1().Services("default").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{})
+	must(t, err)
+	c.addNode("node-b", "4", "8Gi")
+
+	waitReadyPods(3)
+	eventually(t, 20*time.Second, "endpoint slice with 3 ready endpoints", func() error {
+		list, err := c.Client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					n++
+				}
+			}
+		}
+		if n != 3 {
+			return errorf("%d ready endpoints in %d slices", n, len(list.Items))
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "node-b podCIDR", func() error {
+		a, err := c.Client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b, err := c.Client.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if b.Spec.PodCIDR == "" || b.Spec.PodCIDR == a.Spec.PodCIDR {
+			return errorf("node-a %q node-b %q", a.Spec.PodCIDR, b.Spec.PodCIDR)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "default service account in team-a", func() error {
+		_, err := c.Client.CoreV1().ServiceAccounts("team-a").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+
+	// Garbage collection: deleting the Deployment (background propagation) removes its ReplicaSet
+	// and, through it, its pods.
+	bg := metav1.DeletePropagationBackground
+	must(t, c.Client.AppsV1().Deployments("default").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: &bg}))
+	eventually(t, 30*time.Second, "replicasets and pods collected", func() error {
+		rss, err := c.Client.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return err
+		}
+		pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return err
+		}
+		if len(rss.Items) != 0 || len(pods.Items) != 0 {
+			return errorf("%d replicasets, %d pods left", len(rss.Items), len(pods.Items))
+		}
+		return nil
+	})
+
+	// Orphan propagation: the ReplicaSet's pods survive, without the owner reference.
+	_, err = c.Client.AppsV1().Deployments("default").Create(ctx, demoDeployment("keep", 1, "demo:v1"), metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "keep pod", func() error {
+		pods, err := c.activePods("default", "app=keep")
+		if err != nil {
+			return err
+		}
+		if len(pods) != 1 {
+			return errorf("%d pods", len(pods))
+		}
+		return nil
+	})
+	orphan := metav1.DeletePropagationOrphan
+	rss, err := c.Client.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=keep"})
+	must(t, err)
+	must(t, c.Client.AppsV1().Deployments("default").Delete(ctx, "keep", metav1.DeleteOptions{PropagationPolicy: &orphan}))
+	eventually(t, 30*time.Second, "orphaned replicaset", func() error {
+		if _, err := c.Client.AppsV1().Deployments("default").Get(ctx, "keep", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("deployment still there: %v", err)
+		}
+		rs, err := c.Client.AppsV1().ReplicaSets("default").Get(ctx, rss.Items[0].Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(rs.OwnerReferences) != 0 {
+			return errorf("owner references %+v", rs.OwnerReferences)
+		}
+		return nil
+	})
+
+	// Namespace deletion empties it, then removes it.
+	_, err = c.Client.CoreV1().ConfigMaps("team-a").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}}, metav1.CreateOptions{})
+	must(t, err)
+	must(t, c.Client.CoreV1().Namespaces().Delete(ctx, "team-a", metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, "namespace team-a gone", func() error {
+		_, err := c.Client.CoreV1().Namespaces().Get(ctx, "team-a", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errorf("namespace still there: %v", err)
+	})
+}
