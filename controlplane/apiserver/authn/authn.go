@@ -1,0 +1,32 @@
+// Package authn builds the API server's request authenticator: x509 client certificates signed by the
+// cluster CA (user = CN, groups = O, as Kubernetes defines for client certs) and, optionally, a static
+// token file (kube-apiserver's --token-auth-file CSV: token,user,uid[,"group1,group2"]). Authenticated
+// users also get the system:authenticated group. A request no authenticator accepts is 401.
+package authn
+
+import (
+	"crypto/x509"
+	"fmt"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+)
+
+// New returns the authenticator for client certificates verified against clientCA and, when tokenFile is
+// not "", the bearer tokens in that CSV file.
+func New(clientCA *x509.CertPool, tokenFile string) (authenticator.Request, error) {
+	opts := x509.VerifyOptions{Roots: clientCA, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	auths := []authenticator.Request{x509request.New(opts, x509request.CommonNameUserConversion)}
+	if tokenFile != "" {
+		tokens, err := tokenfile.NewCSV(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("authn: token file %s: %w", tokenFile, err)
+		}
+		auths = append(auths, bearertoken.New(tokens))
+	}
+	return group.NewAuthenticatedGroupAdder(union.New(auths...)), nil
+}

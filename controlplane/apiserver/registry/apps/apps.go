@@ -1,0 +1,92 @@
+// Package apps is apps/v1: deployments, replicasets and daemonsets, each with /status (the controllers
+// write status, users write spec; generation counts spec changes) and, for deployments and replicasets,
+// /scale.
+package apps
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
+)
+
+// NewStorage returns the apps/v1 endpoints keyed by resource path.
+func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	m := map[string]rest.Storage{}
+	add := func(spec store.Spec, scale *scaleAccess) error {
+		main, status, err := store.New(getter, spec)
+		if err != nil {
+			return err
+		}
+		r := spec.Resource.Resource
+		m[r], m[r+"/status"] = main, status
+		if scale != nil {
+			m[r+"/scale"] = &ScaleREST{store: main, access: *scale}
+		}
+		return nil
+	}
+	dep := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.Deployment(o.(*appsv1.Deployment)) })
+	dep.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.Deployment(o.(*appsv1.Deployment)),
+			validation.WorkloadUpdate(o.(*appsv1.Deployment).Spec.Selector, old.(*appsv1.Deployment).Spec.Selector)...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("deployments"), Singular: "deployment", ShortNames: []string{"deploy"},
+		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.Deployment{} },
+		NewList: func() runtime.Object { return &appsv1.DeploymentList{} }, Strategy: dep, Table: replicasTable(func(o runtime.Object) (int32, int32, int32) {
+			d := o.(*appsv1.Deployment)
+			return deref(d.Spec.Replicas), d.Status.ReadyReplicas, d.Status.UpdatedReplicas
+		}, "Up-to-date")}, &deploymentScale); err != nil {
+		return nil, err
+	}
+	rs := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.ReplicaSet(o.(*appsv1.ReplicaSet)) })
+	rs.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.ReplicaSet(o.(*appsv1.ReplicaSet)),
+			validation.WorkloadUpdate(o.(*appsv1.ReplicaSet).Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector)...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("replicasets"), Singular: "replicaset", ShortNames: []string{"rs"},
+		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.ReplicaSet{} },
+		NewList: func() runtime.Object { return &appsv1.ReplicaSetList{} }, Strategy: rs, Table: replicasTable(func(o runtime.Object) (int32, int32, int32) {
+			r := o.(*appsv1.ReplicaSet)
+			return deref(r.Spec.Replicas), r.Status.ReadyReplicas, r.Status.Replicas
+		}, "Current")}, &replicaSetScale); err != nil {
+		return nil, err
+	}
+	ds := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.DaemonSet(o.(*appsv1.DaemonSet)) })
+	ds.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.DaemonSet(o.(*appsv1.DaemonSet)),
+			validation.WorkloadUpdate(o.(*appsv1.DaemonSet).Spec.Selector, old.(*appsv1.DaemonSet).Spec.Selector)...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("daemonsets"), Singular: "daemonset", ShortNames: []string{"ds"},
+		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.DaemonSet{} },
+		NewList: func() runtime.Object { return &appsv1.DaemonSetList{} }, Strategy: ds, Table: replicasTable(func(o runtime.Object) (int32, int32, int32) {
+			d := o.(*appsv1.DaemonSet)
+			return d.Status.DesiredNumberScheduled, d.Status.NumberReady, d.Status.UpdatedNumberScheduled
+		}, "Up-to-date")}, nil); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// replicasTable renders READY (ready/desired), a third count column and AGE.
+func replicasTable(counts func(runtime.Object) (desired, ready, third int32), thirdName string) store.Table {
+	return store.Table{
+		Columns: []metav1.TableColumnDefinition{store.Column("Ready", "ready/desired replicas"),
+			{Name: thirdName, Type: "integer", Description: thirdName + " replicas"}},
+		Cells: func(o runtime.Object) []any {
+			d, r, t := counts(o)
+			return []any{store.Ratio(int(r), int(d)), int64(t)}
+		},
+	}
+}

@@ -1,0 +1,104 @@
+// Package plain holds the resources whose behaviour is the generic registry's plus validation alone:
+// configmaps, secrets, serviceaccounts, endpoints, events (core/v1), leases (coordination.k8s.io/v1) and
+// endpointslices (discovery.k8s.io/v1).
+package plain
+
+import (
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
+)
+
+// Core returns the core/v1 plain resources keyed by resource name.
+func Core(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return build(getter, []store.Spec{
+		spec(corev1.Resource("configmaps"), "configmap", []string{"cm"}, func() runtime.Object { return &corev1.ConfigMap{} },
+			func() runtime.Object { return &corev1.ConfigMapList{} },
+			func(o runtime.Object) field.ErrorList { return validation.ConfigMap(o.(*corev1.ConfigMap)) }),
+		withFields(spec(corev1.Resource("secrets"), "secret", nil, func() runtime.Object { return &corev1.Secret{} },
+			func() runtime.Object { return &corev1.SecretList{} },
+			func(o runtime.Object) field.ErrorList { return validation.Secret(o.(*corev1.Secret)) }),
+			func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} }),
+		spec(corev1.Resource("serviceaccounts"), "serviceaccount", []string{"sa"}, func() runtime.Object { return &corev1.ServiceAccount{} },
+			func() runtime.Object { return &corev1.ServiceAccountList{} },
+			func(o runtime.Object) field.ErrorList { return validation.ServiceAccount(o.(*corev1.ServiceAccount)) }),
+		spec(corev1.Resource("endpoints"), "endpoints", []string{"ep"}, func() runtime.Object { return &corev1.Endpoints{} },
+			func() runtime.Object { return &corev1.EndpointsList{} },
+			func(o runtime.Object) field.ErrorList { return validation.Endpoints(o.(*corev1.Endpoints)) }),
+		withFields(spec(corev1.Resource("events"), "event", []string{"ev"}, func() runtime.Object { return &corev1.Event{} },
+			func() runtime.Object { return &corev1.EventList{} },
+			func(o runtime.Object) field.ErrorList { return validation.Event(o.(*corev1.Event)) }), eventFields),
+	})
+}
+
+// Coordination returns coordination.k8s.io/v1 leases.
+func Coordination(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return build(getter, []store.Spec{
+		spec(coordinationv1.Resource("leases"), "lease", nil, func() runtime.Object { return &coordinationv1.Lease{} },
+			func() runtime.Object { return &coordinationv1.LeaseList{} },
+			func(o runtime.Object) field.ErrorList { return validation.Lease(o.(*coordinationv1.Lease)) }),
+	})
+}
+
+// Discovery returns discovery.k8s.io/v1 endpointslices.
+func Discovery(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	return build(getter, []store.Spec{
+		spec(discoveryv1.Resource("endpointslices"), "endpointslice", nil, func() runtime.Object { return &discoveryv1.EndpointSlice{} },
+			func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
+			func(o runtime.Object) field.ErrorList {
+				return validation.EndpointSlice(o.(*discoveryv1.EndpointSlice))
+			}),
+	})
+}
+
+func spec(gr schema.GroupResource, singular string, short []string, newFn, newList func() runtime.Object, v func(runtime.Object) field.ErrorList) store.Spec {
+	return store.Spec{Resource: gr, Singular: singular, ShortNames: short, NewFunc: newFn, NewList: newList,
+		Strategy: store.NewStrategy(true, false, v)}
+}
+
+func withFields(s store.Spec, f func(runtime.Object) fields.Set) store.Spec {
+	s.Fields = f
+	return s
+}
+
+func build(getter generic.RESTOptionsGetter, specs []store.Spec) (map[string]rest.Storage, error) {
+	m := map[string]rest.Storage{}
+	for _, s := range specs {
+		r, _, err := store.New(getter, s)
+		if err != nil {
+			return nil, err
+		}
+		m[s.Resource.Resource] = r
+	}
+	return m, nil
+}
+
+func eventFields(o runtime.Object) fields.Set {
+	e := o.(*corev1.Event)
+	source := e.Source.Component
+	if source == "" {
+		source = e.ReportingController
+	}
+	return fields.Set{
+		"involvedObject.kind":            e.InvolvedObject.Kind,
+		"involvedObject.namespace":       e.InvolvedObject.Namespace,
+		"involvedObject.name":            e.InvolvedObject.Name,
+		"involvedObject.uid":             string(e.InvolvedObject.UID),
+		"involvedObject.apiVersion":      e.InvolvedObject.APIVersion,
+		"involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+		"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
+		"reason":                         e.Reason,
+		"reportingComponent":             e.ReportingController,
+		"source":                         source,
+		"type":                           e.Type,
+	}
+}

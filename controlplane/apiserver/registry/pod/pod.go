@@ -1,0 +1,240 @@
+// Package pod is the pods resource: its strategy (status reset on create, mostly immutable spec,
+// graceful deletion), its selectable fields (spec.nodeName, status.phase...), and the binding, status,
+// log and exec subresources.
+package pod
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
+)
+
+// Fields returns a pod's selectable fields (kube-apiserver's pod ToSelectableFields).
+func Fields(obj runtime.Object) fields.Set {
+	p := obj.(*corev1.Pod)
+	return fields.Set{
+		"spec.nodeName":            p.Spec.NodeName,
+		"spec.restartPolicy":       string(p.Spec.RestartPolicy),
+		"spec.schedulerName":       p.Spec.SchedulerName,
+		"spec.serviceAccountName":  p.Spec.ServiceAccountName,
+		"spec.hostNetwork":         strconv.FormatBool(p.Spec.HostNetwork),
+		"status.phase":             string(p.Status.Phase),
+		"status.podIP":             p.Status.PodIP,
+		"status.nominatedNodeName": p.Status.NominatedNodeName,
+	}
+}
+
+// NewStorage returns the pods endpoints: "pods", "pods/status", "pods/binding", plus "pods/log" and
+// "pods/exec" proxied through kubelets (nil kubelets leaves those two out).
+func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection) (map[string]rest.Storage, *store.REST, error) {
+	s := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.Pod(o.(*corev1.Pod)) })
+	s.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return validation.PodUpdate(o.(*corev1.Pod), old.(*corev1.Pod))
+	}
+	s.PrepareCreateFn = func(_ context.Context, o runtime.Object) {
+		p := o.(*corev1.Pod)
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
+	}
+	s.GracefulDeleteFn = checkGracefulDelete
+	main, status, err := store.New(getter, store.Spec{
+		Resource:   corev1.Resource("pods"),
+		Singular:   "pod",
+		ShortNames: []string{"po"},
+		Categories: []string{"all"},
+		NewFunc:    func() runtime.Object { return &corev1.Pod{} },
+		NewList:    func() runtime.Object { return &corev1.PodList{} },
+		Strategy:   s,
+		Fields:     Fields,
+		Table:      tableConvertor,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	m := map[string]rest.Storage{
+		"pods":         main,
+		"pods/status":  status,
+		"pods/binding": &BindingREST{store: main},
+	}
+	if kubelets != nil {
+		m["pods/log"] = &LogREST{store: main, kubelets: kubelets}
+		m["pods/exec"] = &ExecREST{store: main, kubelets: kubelets}
+	}
+	return m, main, nil
+}
+
+// checkGracefulDelete implements graceful pod deletion: the grace period is the request's, else
+// spec.terminationGracePeriodSeconds; pods never scheduled or already terminated go at once (0).
+func checkGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	if options == nil {
+		return false
+	}
+	p := obj.(*corev1.Pod)
+	period := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		period = *p.Spec.TerminationGracePeriodSeconds
+	}
+	if options.GracePeriodSeconds != nil {
+		period = *options.GracePeriodSeconds
+	}
+	if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		period = 0
+	}
+	if period < 0 {
+		period = 1
+	}
+	options.GracePeriodSeconds = &period
+	return true
+}
+
+// qosClass is the pod's quality of service class (Guaranteed, Burstable, BestEffort), computed from the
+// containers' requests and limits as Kubernetes defines it.
+func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
+	any, guaranteed := false, true
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
+			any = true
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			l, okl := c.Resources.Limits[r]
+			q, okq := c.Resources.Requests[r]
+			if !okl || (okq && q.Cmp(l) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+// BindingREST is pods/binding: the scheduler's way of setting spec.nodeName exactly once.
+type BindingREST struct {
+	store *store.REST
+}
+
+// New returns an empty Binding.
+func (r *BindingREST) New() runtime.Object { return &corev1.Binding{} }
+
+// Destroy is a no-op.
+func (r *BindingREST) Destroy() {}
+
+var _ rest.NamedCreater = &BindingREST{}
+
+// Create binds pod name to binding.target.name: 409 Conflict if the pod is already bound or being deleted;
+// it sets the PodScheduled condition to True.
+func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	b, ok := obj.(*corev1.Binding)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a Binding: %T", obj))
+	}
+	if b.Name != "" && b.Name != name {
+		return nil, apierrors.NewBadRequest("name in URL does not match name in Binding object")
+	}
+	if b.Target.Kind != "" && b.Target.Kind != "Node" {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name,
+			field.ErrorList{field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node"})})
+	}
+	if b.Target.Name == "" {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name,
+			field.ErrorList{field.Required(field.NewPath("target", "name"), "")})
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, b.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	key, err := r.store.KeyFunc(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var precond *storage.Preconditions
+	if b.UID != "" {
+		precond = &storage.Preconditions{UID: &b.UID}
+	}
+	dryRun := options != nil && len(options.DryRun) > 0
+	err = r.store.Storage.GuaranteedUpdate(ctx, key, &corev1.Pod{}, false, precond, storage.SimpleUpdate(func(o runtime.Object) (runtime.Object, error) {
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp != nil {
+			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", name))
+		}
+		if p.Spec.NodeName != "" {
+			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %s is already assigned to node %q", name, p.Spec.NodeName))
+		}
+		p.Spec.NodeName = b.Target.Name
+		for k, v := range b.Annotations {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[k] = v
+		}
+		setScheduled(p)
+		return p, nil
+	}), dryRun, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.Status{Status: metav1.StatusSuccess, Code: 201}, nil
+}
+
+func setScheduled(p *corev1.Pod) {
+	now := metav1.Now()
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodScheduled {
+			p.Status.Conditions[i].Status = corev1.ConditionTrue
+			p.Status.Conditions[i].LastTransitionTime = now
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
+}
+
+// tableConvertor renders NAME READY STATUS RESTARTS NODE AGE, like kubectl's pod printer.
+var tableConvertor = store.Table{
+	Columns: []metav1.TableColumnDefinition{store.Column("Ready", "ready containers / containers"),
+		store.Column("Status", "phase or reason"), {Name: "Restarts", Type: "integer", Description: "container restarts"},
+		store.Column("Node", "node the pod is bound to")},
+	Cells: func(o runtime.Object) []any {
+		p := o.(*corev1.Pod)
+		ready, restarts := 0, int64(0)
+		status := string(p.Status.Phase)
+		if p.Status.Reason != "" {
+			status = p.Status.Reason
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+			restarts += int64(cs.RestartCount)
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				status = w.Reason
+			} else if t := cs.State.Terminated; t != nil && t.Reason != "" && status == string(corev1.PodRunning) {
+				status = t.Reason
+			}
+		}
+		if p.DeletionTimestamp != nil {
+			status = "Terminating"
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "<none>"
+		}
+		return []any{store.Ratio(ready, len(p.Spec.Containers)), status, restarts, node}
+	},
+}

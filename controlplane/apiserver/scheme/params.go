@@ -1,0 +1,65 @@
+package scheme
+
+import (
+	"net/url"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// addParamConversions registers the query-parameter decoders of the pods/log and pods/exec options (the
+// parameters kubectl logs and kubectl exec send), which k8s.io/api does not generate.
+func addParamConversions(s *runtime.Scheme) error {
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		q, o := *a.(*url.Values), b.(*corev1.PodLogOptions)
+		o.Container = q.Get("container")
+		o.Follow = boolParam(q, "follow")
+		o.Previous = boolParam(q, "previous")
+		o.Timestamps = boolParam(q, "timestamps")
+		o.InsecureSkipTLSVerifyBackend = boolParam(q, "insecureSkipTLSVerifyBackend")
+		o.SinceSeconds = intParam(q, "sinceSeconds")
+		o.TailLines = intParam(q, "tailLines")
+		o.LimitBytes = intParam(q, "limitBytes")
+		if v := q.Get("sinceTime"); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return err
+			}
+			o.SinceTime = &metav1.Time{Time: t}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		q, o := *a.(*url.Values), b.(*corev1.PodExecOptions)
+		o.Container = q.Get("container")
+		o.Command = q["command"]
+		o.Stdin = boolParam(q, "stdin")
+		o.Stdout = boolParam(q, "stdout")
+		o.Stderr = boolParam(q, "stderr")
+		o.TTY = boolParam(q, "tty")
+		return nil
+	})
+}
+
+func boolParam(q url.Values, k string) bool {
+	b, _ := strconv.ParseBool(q.Get(k))
+	return b
+}
+
+func intParam(q url.Values, k string) *int64 {
+	v := q.Get(k)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}

@@ -1,0 +1,103 @@
+// Package scheme is the API server's runtime.Scheme: the k8s.io/api types of the groups nodekit serves.
+//
+// nodekit has no internal API types. Each served external type is registered a second time under its
+// group's internal version (runtime.APIVersionInternal), so the generic REST handlers, which decode to the
+// internal "hub" version, convert by only re-setting the kind. Storage encodes back to the external version
+// as JSON, which is what `etcdctl get /registry/...` prints.
+package scheme
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
+)
+
+var (
+	// Scheme holds every served type, its defaulting functions and its field label conversions.
+	Scheme = runtime.NewScheme()
+	// Codecs are the serializers (JSON, YAML, protobuf) over Scheme.
+	Codecs = serializer.NewCodecFactory(Scheme)
+	// ParameterCodec decodes query parameters (ListOptions, DeleteOptions...).
+	ParameterCodec = runtime.NewParameterCodec(Scheme)
+	// GroupVersions are the served external versions, one per group; storage encodes to these.
+	GroupVersions = schema.GroupVersions{
+		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
+		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
+	}
+)
+
+func init() {
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
+		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
+		metainternalversion.AddToScheme,
+	} {
+		utilruntime.Must(add(Scheme))
+	}
+	for _, gv := range GroupVersions {
+		registerHub(gv)
+	}
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	Scheme.AddUnversionedTypes(schema.GroupVersion{Version: "v1"},
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	utilruntime.Must(addFieldLabels(Scheme))
+	utilruntime.Must(addParamConversions(Scheme))
+	defaults.Register(Scheme)
+}
+
+// registerHub registers gv's own (non-meta) kinds again under gv's internal version.
+func registerHub(gv schema.GroupVersion) {
+	hub := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
+	for kind, t := range Scheme.KnownTypes(gv) {
+		if strings.HasPrefix(t.PkgPath(), "k8s.io/apimachinery/") {
+			continue
+		}
+		Scheme.AddKnownTypeWithName(hub.WithKind(kind), reflect.New(t).Interface().(runtime.Object))
+	}
+}
+
+// fieldLabels lists the field selectors each kind supports beyond metadata.name and metadata.namespace,
+// as kube-apiserver does (pkg/apis/*/v1/conversion.go).
+var fieldLabels = map[schema.GroupVersionKind][]string{
+	corev1.SchemeGroupVersion.WithKind("Pod"): {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+		"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+	corev1.SchemeGroupVersion.WithKind("Node"):      {"spec.unschedulable"},
+	corev1.SchemeGroupVersion.WithKind("Namespace"): {"status.phase"},
+	corev1.SchemeGroupVersion.WithKind("Secret"):    {"type"},
+	corev1.SchemeGroupVersion.WithKind("Event"): {"involvedObject.kind", "involvedObject.namespace",
+		"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"): {"status.replicas"},
+}
+
+func addFieldLabels(s *runtime.Scheme) error {
+	for gvk, labels := range fieldLabels {
+		allowed := append([]string{"metadata.name", "metadata.namespace"}, labels...)
+		if err := s.AddFieldLabelConversionFunc(gvk, func(label, value string) (string, string, error) {
+			for _, a := range allowed {
+				if a == label {
+					return label, value, nil
+				}
+			}
+			return "", "", fmt.Errorf("field label not supported: %s (kind %s)", label, gvk.Kind)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	basecompatibility "k8s.io/component-base/compatibility"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
+	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
+	"github.com/nodekit/nodekit/controlplane/apiserver/authn"
+	"github.com/nodekit/nodekit/controlplane/apiserver/authz"
+	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
+	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+)
+
+// build configures k8s.io/apiserver's generic server and installs every API group.
+func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, serviceNet *net.IPNet, kubernetesIP net.IP, npBase, npSize, port int) (*genericapiserver.GenericAPIServer, error) {
+	cfg := genericapiserver.NewConfig(scheme.Codecs)
+	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(Version, "", "")
+	serving := (&genericoptions.SecureServingOptions{
+		Listener: ln,
+		ServerCert: genericoptions.GeneratableKeyCert{CertKey: genericoptions.CertKey{
+			CertFile: pki.CertPath(pkiDir, pki.ServingName), KeyFile: pki.KeyPath(pkiDir, pki.ServingName)}},
+	}).WithLoopback()
+	if err := serving.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
+		return nil, fmt.Errorf("apiserver: serving: %w", err)
+	}
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", certs.ca.CertPEM)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SecureServing.ClientCA = clientCA
+	pool := x509.NewCertPool()
+	pool.AddCert(certs.ca.Cert)
+	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile); err != nil {
+		return nil, err
+	}
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{}.Authorize)
+	cfg.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
+	cfg.ExternalAddress = net.JoinHostPort(opts.AdvertiseAddress, fmt.Sprint(port))
+	cfg.EnableProfiling = false
+	namer := apiopenapi.NewDefinitionNamer(scheme.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "nodekit"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "nodekit"
+
+	getter := newRESTOptions(&etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile})
+	cli, err := (&etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}).Client()
+	if err != nil {
+		return nil, err
+	}
+	ips, err := allocator.NewServiceIPs(cli, serviceNet)
+	if err != nil {
+		return nil, err
+	}
+	alloc := service.Allocators{IPs: ips, NodePorts: allocator.NewNodePorts(cli, npBase, npSize)}
+
+	core := map[string]rest.Storage{}
+	merge := func(m map[string]rest.Storage) {
+		for k, v := range m {
+			core[k] = v
+		}
+	}
+	nodes, nodeStore, err := node.NewStorage(getter)
+	if err != nil {
+		return nil, err
+	}
+	merge(nodes)
+	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient)
+	if err != nil {
+		return nil, err
+	}
+	pods, _, err := pod.NewStorage(getter, kubelets)
+	if err != nil {
+		return nil, err
+	}
+	merge(pods)
+	svcs, err := service.NewStorage(getter, alloc)
+	if err != nil {
+		return nil, err
+	}
+	merge(svcs)
+	plainCore, err := plain.Core(getter)
+	if err != nil {
+		return nil, err
+	}
+	merge(plainCore)
+	coordination, err := plain.Coordination(getter)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := plain.Discovery(getter)
+	if err != nil {
+		return nil, err
+	}
+	appsStorage, err := apps.NewStorage(getter)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, nsStore, err := namespace.NewStorage(getter, namespacedCollections(core, coordination, disc, appsStorage))
+	if err != nil {
+		return nil, err
+	}
+	merge(namespaces)
+
+	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
+		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Namespace), nil
+	}, opts.DefaultTolerationSeconds)
+
+	gs, err := cfg.Complete(nil).New("nodekit-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	legacy := genericapiserver.NewDefaultAPIGroupInfo("", scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+	legacy.VersionedResourcesStorageMap[corev1.SchemeGroupVersion.Version] = core
+	if err := gs.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacy); err != nil {
+		return nil, fmt.Errorf("apiserver: install core/v1: %w", err)
+	}
+	var groups []*genericapiserver.APIGroupInfo
+	for group, storage := range map[string]map[string]rest.Storage{
+		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
+	} {
+		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+		g.VersionedResourcesStorageMap["v1"] = storage
+		groups = append(groups, &g)
+	}
+	if err := gs.InstallAPIGroups(groups...); err != nil {
+		return nil, fmt.Errorf("apiserver: install groups: %w", err)
+	}
+	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port}
+	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	gs.AddPostStartHookOrDie("nodekit-namespace-cleaner", func(hc genericapiserver.PostStartHookContext) error {
+		go nsStore.RunCleaner(hc.Context)
+		return nil
+	})
+	return gs, nil
+}
+
+// namespacedCollections lists the namespaced resources a namespace deletion must empty.
+func namespacedCollections(maps ...map[string]rest.Storage) []namespace.Collection {
+	var out []namespace.Collection
+	for _, m := range maps {
+		for name, s := range m {
+			c, ok := s.(namespace.Collection)
+			if !ok || containsSlash(name) {
+				continue
+			}
+			if sc, ok := s.(rest.Scoper); ok && sc.NamespaceScoped() {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func containsSlash(s string) bool {
+	for _, c := range s {
+		if c == '/' {
+			return true
+		}
+	}
+	return false
+}

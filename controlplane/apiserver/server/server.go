@@ -1,0 +1,186 @@
+// Package server assembles the API server: PKI, authentication, authorization, admission and the
+// resource registries on k8s.io/apiserver's generic server, served over HTTPS. It is the wiring only;
+// each stage lives in its own package (pki, authn, authz, admission, registry/*).
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+)
+
+// Version is the Kubernetes API version nodekit's API server reports (the k8s.io/api it serves).
+const Version = "1.37.2"
+
+// Options configure the API server. Zero values get the documented defaults.
+type Options struct {
+	// DataDir is nodekit's data directory: PKI goes to <DataDir>/pki, the admin kubeconfig to
+	// <DataDir>/admin.kubeconfig. Required.
+	DataDir string
+	// BindAddress and Port are where HTTPS is served (default 0.0.0.0:6443; Port -1 picks a free port).
+	BindAddress string
+	Port        int
+	// AdvertiseAddress is the address written to the kubeconfig and the `kubernetes` endpoints
+	// (default: 127.0.0.1 when bound to loopback, else the first non-loopback host address).
+	AdvertiseAddress string
+	// ExtraSANs are added to the serving certificate (IPs or DNS names).
+	ExtraSANs []string
+	// ServiceCIDR is the ClusterIP range (default 10.96.0.0/12); its first address is the `kubernetes` service's.
+	ServiceCIDR string
+	// NodePortRange is "first-last" (default 30000-32767).
+	NodePortRange string
+	// TokenFile is an optional static bearer token CSV (token,user,uid,"group1,group2").
+	TokenFile string
+	// DefaultTolerationSeconds is how long new pods tolerate not-ready/unreachable nodes (default 300).
+	DefaultTolerationSeconds int64
+	// EtcdEndpoints and the etcd TLS files locate the store.
+	EtcdEndpoints                         []string
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+}
+
+// Server is a configured API server, ready to Run.
+type Server struct {
+	// URL is https://<advertise address>:<port>.
+	URL string
+	// KubeconfigPath is the admin kubeconfig (<DataDir>/admin.kubeconfig, mode 0600).
+	KubeconfigPath string
+	// PKIDir is <DataDir>/pki.
+	PKIDir string
+
+	generic *genericapiserver.GenericAPIServer
+}
+
+func (o *Options) complete() error {
+	if o.DataDir == "" {
+		return errors.New("apiserver: DataDir is required")
+	}
+	if o.BindAddress == "" {
+		o.BindAddress = "0.0.0.0"
+	}
+	if o.Port == 0 {
+		o.Port = 6443
+	}
+	if o.Port < 0 {
+		o.Port = 0
+	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = "10.96.0.0/12"
+	}
+	if o.NodePortRange == "" {
+		o.NodePortRange = "30000-32767"
+	}
+	if o.DefaultTolerationSeconds == 0 {
+		o.DefaultTolerationSeconds = 300
+	}
+	if len(o.EtcdEndpoints) == 0 {
+		return errors.New("apiserver: EtcdEndpoints is required")
+	}
+	if o.AdvertiseAddress == "" {
+		ip := net.ParseIP(o.BindAddress)
+		if ip != nil && ip.IsLoopback() {
+			o.AdvertiseAddress = ip.String()
+		} else if hostIPs := hostAddresses(); len(hostIPs) > 0 {
+			o.AdvertiseAddress = hostIPs[0].String()
+		} else {
+			o.AdvertiseAddress = "127.0.0.1"
+		}
+	}
+	return nil
+}
+
+// hostAddresses lists the host's non-loopback unicast IPv4 addresses (for the serving certificate).
+func hostAddresses() []net.IP {
+	var ips []net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
+}
+
+func parsePortRange(s string) (base, size int, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi > 65535 || hi < lo {
+		return 0, 0, fmt.Errorf("apiserver: node port range %q: want first-last within 1-65535", s)
+	}
+	return lo, hi - lo + 1, nil
+}
+
+// New prepares the API server: PKI and admin kubeconfig on first start, the HTTPS listener, the storage
+// of every resource and the handler chain. Run serves it.
+func New(opts Options) (*Server, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	_, serviceNet, err := net.ParseCIDR(opts.ServiceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: service CIDR: %w", err)
+	}
+	npBase, npSize, err := parsePortRange(opts.NodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	kubernetesIP := firstIP(serviceNet)
+
+	pkiDir := filepath.Join(opts.DataDir, "pki")
+	certs, err := ensureCerts(pkiDir, opts, kubernetesIP)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: listen: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	serverURL := (&url.URL{Scheme: "https", Host: net.JoinHostPort(opts.AdvertiseAddress, strconv.Itoa(port))}).String()
+	kubeconfig := filepath.Join(opts.DataDir, "admin.kubeconfig")
+	if err := writeAdminKubeconfig(kubeconfig, serverURL, certs); err != nil {
+		ln.Close()
+		return nil, err
+	}
+
+	gs, err := build(opts, ln, pkiDir, certs, serviceNet, kubernetesIP, npBase, npSize, port)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir)
+	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, generic: gs}, nil
+}
+
+// Run serves until ctx is cancelled, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	return s.generic.PrepareRun().RunWithContext(ctx)
+}
+
+func firstIP(n *net.IPNet) net.IP {
+	ip := make(net.IP, len(n.IP))
+	copy(ip, n.IP)
+	for i := len(ip) - 1; i >= 0; i-- {
+		ip[i]++
+		if ip[i] != 0 {
+			break
+		}
+	}
+	return ip
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

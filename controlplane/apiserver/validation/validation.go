@@ -1,0 +1,252 @@
+// Package validation checks API objects the way kube-apiserver's validation does for the fields nodekit's
+// components rely on (k8s.io/kubernetes pkg/apis/*/validation), returning field.ErrorList so the REST layer
+// answers 422 Invalid with one cause per bad field. Metadata basics (labels, annotations, namespace
+// presence) are checked by the generic registry; these functions add name formats and per-kind rules.
+package validation
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var (
+	metaPath = field.NewPath("metadata")
+	specPath = field.NewPath("spec")
+)
+
+// Name checks metadata.name with nameFn (a DNS-1123 subdomain or label check from apimachinery).
+func Name(m *metav1.ObjectMeta, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
+	var errs field.ErrorList
+	if m.Name == "" {
+		return errs // the generic registry reports a missing name
+	}
+	for _, msg := range nameFn(m.Name, false) {
+		errs = append(errs, field.Invalid(metaPath.Child("name"), m.Name, msg))
+	}
+	return errs
+}
+
+// Subdomain is Name with the DNS-1123 subdomain rule, used by most kinds.
+func Subdomain(m *metav1.ObjectMeta) field.ErrorList {
+	return Name(m, apivalidation.NameIsDNSSubdomain)
+}
+
+// Namespace validates a namespace: its name is a DNS-1123 label.
+func Namespace(ns *corev1.Namespace) field.ErrorList {
+	return Name(&ns.ObjectMeta, apivalidation.NameIsDNSLabel)
+}
+
+// Node validates a node: DNS-1123 subdomain name, podCIDR(s) parse.
+func Node(n *corev1.Node) field.ErrorList {
+	errs := Subdomain(&n.ObjectMeta)
+	for i, c := range n.Spec.PodCIDRs {
+		for _, msg := range validation.IsValidCIDR(field.NewPath("spec", "podCIDRs").Index(i), c) {
+			errs = append(errs, msg)
+		}
+	}
+	for i, t := range n.Spec.Taints {
+		errs = append(errs, taint(t, specPath.Child("taints").Index(i))...)
+	}
+	return errs
+}
+
+func taint(t corev1.Taint, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, metav1validation.ValidateLabelName(t.Key, p.Child("key"))...)
+	switch t.Effect {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
+	}
+	return errs
+}
+
+// ConfigMap validates data keys (file-name-like keys, no key in both data and binaryData).
+func ConfigMap(cm *corev1.ConfigMap) field.ErrorList {
+	errs := Subdomain(&cm.ObjectMeta)
+	for k := range cm.Data {
+		errs = append(errs, configKey(k, field.NewPath("data").Key(k))...)
+	}
+	for k := range cm.BinaryData {
+		errs = append(errs, configKey(k, field.NewPath("binaryData").Key(k))...)
+		if _, dup := cm.Data[k]; dup {
+			errs = append(errs, field.Duplicate(field.NewPath("binaryData").Key(k), k))
+		}
+	}
+	return errs
+}
+
+// Secret validates data keys.
+func Secret(s *corev1.Secret) field.ErrorList {
+	errs := Subdomain(&s.ObjectMeta)
+	for k := range s.Data {
+		errs = append(errs, configKey(k, field.NewPath("data").Key(k))...)
+	}
+	return errs
+}
+
+func configKey(k string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsConfigMapKey(k) {
+		errs = append(errs, field.Invalid(p, k, msg))
+	}
+	return errs
+}
+
+// ServiceAccount validates the name.
+func ServiceAccount(sa *corev1.ServiceAccount) field.ErrorList { return Subdomain(&sa.ObjectMeta) }
+
+// Event validates that the event names the object it is about.
+func Event(e *corev1.Event) field.ErrorList {
+	errs := Subdomain(&e.ObjectMeta)
+	if e.InvolvedObject.Kind == "" && e.InvolvedObject.Name == "" {
+		errs = append(errs, field.Required(field.NewPath("involvedObject"), "an event must name the object it is about"))
+	}
+	return errs
+}
+
+// Lease validates a lease's durations.
+func Lease(l *coordinationv1.Lease) field.ErrorList {
+	errs := Subdomain(&l.ObjectMeta)
+	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(specPath.Child("leaseDurationSeconds"), *d, "must be greater than 0"))
+	}
+	if t := l.Spec.LeaseTransitions; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("leaseTransitions"), *t, "must be greater than or equal to 0"))
+	}
+	return errs
+}
+
+// Endpoints validates subset addresses and ports.
+func Endpoints(ep *corev1.Endpoints) field.ErrorList {
+	errs := Subdomain(&ep.ObjectMeta)
+	for i, ss := range ep.Subsets {
+		p := field.NewPath("subsets").Index(i)
+		for j, a := range append(append([]corev1.EndpointAddress{}, ss.Addresses...), ss.NotReadyAddresses...) {
+			errs = append(errs, ip(a.IP, p.Child("addresses").Index(j).Child("ip"))...)
+		}
+		for j, port := range ss.Ports {
+			errs = append(errs, portNumber(port.Port, p.Child("ports").Index(j).Child("port"))...)
+			errs = append(errs, protocol(port.Protocol, p.Child("ports").Index(j).Child("protocol"))...)
+		}
+	}
+	return errs
+}
+
+// EndpointSlice validates the address type, endpoints' addresses and ports.
+func EndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
+	errs := Subdomain(&s.ObjectMeta)
+	switch s.AddressType {
+	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("addressType"), s.AddressType, []string{"IPv4", "IPv6", "FQDN"}))
+	}
+	for i, ep := range s.Endpoints {
+		p := field.NewPath("endpoints").Index(i).Child("addresses")
+		if len(ep.Addresses) == 0 {
+			errs = append(errs, field.Required(p, "at least one address"))
+		}
+		if s.AddressType != discoveryv1.AddressTypeFQDN {
+			for j, a := range ep.Addresses {
+				errs = append(errs, ip(a, p.Index(j))...)
+			}
+		}
+	}
+	for i, port := range s.Ports {
+		p := field.NewPath("ports").Index(i)
+		if port.Port != nil {
+			errs = append(errs, portNumber(*port.Port, p.Child("port"))...)
+		}
+		if port.Protocol != nil {
+			errs = append(errs, protocol(*port.Protocol, p.Child("protocol"))...)
+		}
+	}
+	return errs
+}
+
+// Deployment validates replicas, the selector/template label match and the pod template.
+func Deployment(d *appsv1.Deployment) field.ErrorList {
+	errs := Subdomain(&d.ObjectMeta)
+	errs = append(errs, workload(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template)...)
+	if d.Spec.Strategy.Type != "" && d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType && d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		errs = append(errs, field.NotSupported(specPath.Child("strategy", "type"), d.Spec.Strategy.Type, []string{"RollingUpdate", "Recreate"}))
+	}
+	return errs
+}
+
+// ReplicaSet validates replicas, selector and template.
+func ReplicaSet(rs *appsv1.ReplicaSet) field.ErrorList {
+	return append(Subdomain(&rs.ObjectMeta), workload(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template)...)
+}
+
+// DaemonSet validates selector and template.
+func DaemonSet(ds *appsv1.DaemonSet) field.ErrorList {
+	return append(Subdomain(&ds.ObjectMeta), workload(nil, ds.Spec.Selector, &ds.Spec.Template)...)
+}
+
+// WorkloadUpdate checks that an apps/v1 selector did not change (it is immutable in apps/v1).
+func WorkloadUpdate(sel, oldSel *metav1.LabelSelector) field.ErrorList {
+	return apivalidation.ValidateImmutableField(sel, oldSel, specPath.Child("selector"))
+}
+
+func workload(replicas *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTemplateSpec) field.ErrorList {
+	var errs field.ErrorList
+	if replicas != nil && *replicas < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("replicas"), *replicas, "must be greater than or equal to 0"))
+	}
+	if sel == nil {
+		return append(errs, field.Required(specPath.Child("selector"), ""))
+	}
+	errs = append(errs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, specPath.Child("selector"))...)
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		errs = append(errs, field.Invalid(specPath.Child("selector"), sel, "empty selector is invalid for deployment"))
+	}
+	tp := specPath.Child("template")
+	errs = append(errs, metav1validation.ValidateLabels(tmpl.Labels, tp.Child("metadata", "labels"))...)
+	if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && !s.Matches(labelsSet(tmpl.Labels)) {
+		errs = append(errs, field.Invalid(tp.Child("metadata", "labels"), tmpl.Labels, "`selector` does not match template `labels`"))
+	}
+	errs = append(errs, PodSpec(&tmpl.Spec, tp.Child("spec"))...)
+	return errs
+}
+
+func ip(s string, p *field.Path) field.ErrorList {
+	return validation.IsValidIP(p, s)
+}
+
+func portNumber(port int32, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidPortNum(int(port)) {
+		errs = append(errs, field.Invalid(p, port, msg))
+	}
+	return errs
+}
+
+var protocols = sets.New(string(corev1.ProtocolTCP), string(corev1.ProtocolUDP), string(corev1.ProtocolSCTP))
+
+func protocol(proto corev1.Protocol, p *field.Path) field.ErrorList {
+	if proto == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if !protocols.Has(string(proto)) {
+		return field.ErrorList{field.NotSupported(p, proto, sets.List(protocols))}
+	}
+	return nil
+}
+
+func required(s string, p *field.Path) field.ErrorList {
+	if s == "" {
+		return field.ErrorList{field.Required(p, fmt.Sprintf("%s is required", p.String()))}
+	}
+	return nil
+}
