@@ -23,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/cni/cnitest"
 	"github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/plugin"
+	"github.com/nodekit/nodekit/cni/portmap"
 	"github.com/nodekit/nodekit/test/framework/netns"
 )
 
@@ -232,7 +233,12 @@ func TestConcurrentAdds(t *testing.T) {
 // cni.dev/valid-attachments and keeps the valid one.
 func TestGCFreesLeakedIPs(t *testing.T) {
 	e := newEnv(t, nil, "10.244.5.0/24", "10.244.0.0/16")
-	keep, leak1, leak2 := e.add(nil), e.add(nil), e.add(nil)
+	hp := map[string]any{"portMappings": []map[string]any{{"hostPort": 18081, "containerPort": 80}}}
+	keep, leak1, leak2 := e.add(nil), e.add(hp), e.add(nil)
+	hpChain := portmap.PodChain(e.opts.NetworkName, leak1.rc.ContainerID, "eth0")
+	if out, _ := e.node.Command(context.Background(), "iptables", "-t", "nat", "-S").CombinedOutput(); !strings.Contains(string(out), hpChain) {
+		t.Fatalf("hostPort chain %s missing after ADD:\n%s", hpChain, out)
+	}
 	err := e.node.Do(func() error { return e.rt.GC(ctx(t), []*libcni.RuntimeConf{keep.rc}) })
 	if err != nil {
 		t.Fatalf("GC: %v", err)
@@ -255,6 +261,10 @@ func TestGCFreesLeakedIPs(t *testing.T) {
 	}
 	if err := e.check(keep); err != nil {
 		t.Errorf("CHECK of the kept pod after GC: %v", err)
+	}
+	out, _ := e.node.Command(context.Background(), "iptables", "-t", "nat", "-S").CombinedOutput()
+	if strings.Contains(string(out), hpChain) {
+		t.Errorf("GC left the hostPort chain %s of a stale attachment:\n%s", hpChain, out)
 	}
 }
 
