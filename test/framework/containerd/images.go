@@ -78,5 +78,27 @@ func buildImages() (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
+	pruneImageCaches(dir)
 	return dir, os.WriteFile(done, nil, 0o644)
+}
+
+// pruneImageCaches removes archive caches other than keep that are over an hour old and not being
+// built (their lock file is free), so source changes do not pile up caches in $TMPDIR.
+func pruneImageCaches(keep string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "nodekit-images-*"))
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if d == keep || err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < time.Hour {
+			continue
+		}
+		lock, err := os.OpenFile(d+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.RemoveAll(d)
+			os.Remove(d + ".lock")
+		}
+		lock.Close()
+	}
 }

@@ -79,6 +79,7 @@ type Runtime struct {
 	Images []string
 
 	subnetLock *os.File
+	ownerLock  *os.File // flock on <Dir>/.owner while this process owns Dir (see reapStale)
 }
 
 // Endpoint is the CRI endpoint, "unix:///…/containerd.sock".
@@ -109,11 +110,16 @@ func Start(t testing.TB, opts Options) *Runtime {
 // New starts a private containerd (see the package doc). Close removes everything it made; on error
 // New has already cleaned up.
 func New(opts Options) (_ *Runtime, err error) {
-	dir, err := os.MkdirTemp("", "nkct-")
+	reapStale()
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, err
 	}
 	r := &Runtime{Dir: dir, CNIConfDir: opts.CNIConfDir}
+	if r.ownerLock, err = lockOwner(dir, false); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, r.Close())
@@ -282,6 +288,10 @@ func (r *Runtime) Close() error {
 		if link, err := netlink.LinkByName(r.Bridge); err == nil {
 			errs = append(errs, netlink.LinkDel(link))
 		}
+	}
+	if r.ownerLock != nil {
+		r.ownerLock.Close()
+		r.ownerLock = nil
 	}
 	if r.subnetLock != nil {
 		r.subnetLock.Close() // releases the flock
