@@ -310,3 +310,9 @@ func (n *node) events(name string) []string {
 	}
 	return out
 }
+
+// httpGet is containerd.HTTPGet trimmed.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	return strings.TrimSpace(containerd.HTTPGet(t, url))
+}

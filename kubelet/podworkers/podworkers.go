@@ -248,7 +248,7 @@ func (p *Workers) step(w *worker) bool {
 		if err != nil {
 			after = p.retry
 		}
-		if res.RequeueAfter > 0 && res.RequeueAfter < after {
+		if res.RequeueAfter > 0 {
 			after = res.RequeueAfter
 		}
 		p.mu.Lock()
