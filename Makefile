@@ -17,6 +17,7 @@ deps:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/nodekit
+	$(GO) build -o bin/nodekit-cni ./cmd/nodekit-cni
 
 images: build
 	$(BIN) images build --out $(IMAGES_DIR)
