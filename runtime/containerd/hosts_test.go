@@ -32,3 +32,24 @@ func TestWriteRegistryHost(t *testing.T) {
 		}
 	}
 }
+
+func TestLinkBinDirs(t *testing.T) {
+	a, b, dst := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "cni-bin")
+	os.WriteFile(filepath.Join(a, "nodekit"), []byte("a"), 0o755)
+	os.WriteFile(filepath.Join(a, "bridge"), []byte("a"), 0o755)
+	os.WriteFile(filepath.Join(b, "bridge"), []byte("b"), 0o755)
+	os.WriteFile(filepath.Join(b, "loopback"), []byte("b"), 0o755)
+	os.MkdirAll(dst, 0o755)
+	os.WriteFile(filepath.Join(dst, "stale"), nil, 0o644)
+	if err := linkBinDirs(dst, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"nodekit": a, "bridge": a, "loopback": b} {
+		if target, err := os.Readlink(filepath.Join(dst, name)); err != nil || target != filepath.Join(want, name) {
+			t.Errorf("%s -> %q, %v; want %s", name, target, err, filepath.Join(want, name))
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "stale")); !os.IsNotExist(err) {
+		t.Errorf("stale entry survived: %v", err)
+	}
+}

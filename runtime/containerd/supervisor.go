@@ -329,7 +329,7 @@ func (s *Supervisor) prepare() error {
 			return fmt.Errorf("containerd: %w", err)
 		}
 	}
-	if s.params.CNIBinDirs[0] != s.cfg.CNIBinDirs[0] || len(s.cfg.CNIBinDirs) > 1 && s.version.ConfigVersion() == 2 {
+	if s.version.ConfigVersion() == 2 && len(s.cfg.CNIBinDirs) > 1 {
 		if err := linkBinDirs(s.params.CNIBinDirs[0], s.cfg.CNIBinDirs); err != nil {
 			return fmt.Errorf("containerd: merging CNIBinDirs: %w", err)
 		}
