@@ -188,14 +188,20 @@ func (c *Client) Close() error {
 // Version calls RuntimeService.Version and checks that the runtime speaks CRI v1 (RuntimeApiVersion
 // "v1"). The response names the runtime (e.g. RuntimeName "containerd", RuntimeVersion "v1.6.20").
 // Errors: *UnreachableError; "runtime at X does not serve CRI v1" when the service is Unimplemented (for
-// example containerd with its CRI plugin disabled); a version mismatch naming both versions.
+// example containerd with its CRI plugin disabled); a version mismatch naming both versions; any other
+// failure (e.g. the deadline passing) as "runtime at X: Version: <gRPC error>".
 func (c *Client) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	resp, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{Version: APIVersion})
 	if err != nil {
-		if status.Code(err) == codes.Unimplemented {
+		var ue *UnreachableError
+		switch {
+		case errors.As(err, &ue):
+			return nil, err
+		case status.Code(err) == codes.Unimplemented:
 			return nil, fmt.Errorf("runtime at %s does not serve CRI %s (runtime.v1.RuntimeService): %s", c.endpoint, APIVersion, status.Convert(err).Message())
+		default:
+			return nil, fmt.Errorf("runtime at %s: Version: %w", c.endpoint, err)
 		}
-		return nil, err
 	}
 	if resp.GetRuntimeApiVersion() != APIVersion {
 		return nil, fmt.Errorf("runtime at %s (%s %s) speaks CRI %q, nodekit needs %q", c.endpoint,

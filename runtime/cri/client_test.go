@@ -159,3 +159,21 @@ func TestCallTimeout(t *testing.T) {
 		}
 	}
 }
+
+// slowVersion is a RuntimeService whose Version never answers before the caller gives up.
+type slowVersion struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+}
+
+func (slowVersion) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	<-ctx.Done()
+	return nil, status.FromContextError(ctx.Err()).Err()
+}
+
+func TestDialTimeoutNamesEndpoint(t *testing.T) {
+	sock := serveFake(t, slowVersion{})
+	_, err := Dial(context.Background(), sock, WithTimeout(200*time.Millisecond))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.HasPrefix(err.Error(), "runtime at unix://"+sock+": Version: ") {
+		t.Errorf("Dial to a runtime that does not answer: %v", err)
+	}
+}
