@@ -141,8 +141,8 @@ func FindModuleDir(start string) (string, error) {
 	}
 }
 
-// SourceHash is a hex SHA-256 over everything the archives depend on: the files under images/, go.mod,
-// go.sum, the Go toolchain version and the target arch. Test helpers key their archive cache on it.
+// SourceHash is a hex SHA-256 over everything the archives depend on: the files under images/ (tests
+// excluded), go.mod, go.sum, the Go toolchain version and the target arch. Test helpers key their archive cache on it.
 func SourceHash(moduleDir, goCmd, arch string) (string, error) {
 	h := sha256.New()
 	ver, err := exec.Command(goCmd, "env", "GOVERSION").Output()
@@ -152,7 +152,7 @@ func SourceHash(moduleDir, goCmd, arch string) (string, error) {
 	fmt.Fprintf(h, "go=%s arch=%s\n", strings.TrimSpace(string(ver)), arch)
 	var files []string
 	err = filepath.WalkDir(filepath.Join(moduleDir, "images"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
+		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, "_test.go") {
 			files = append(files, p)
 		}
 		return err
