@@ -303,6 +303,7 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("list pods on node: %w", err)
 	}
+	s.log.Info("DEBUG mirror list", "n", len(list.Items))
 	existing := map[string]*v1.Pod{}
 	for i := range list.Items {
 		p := &list.Items[i]
