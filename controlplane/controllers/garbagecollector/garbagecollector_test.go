@@ -1,0 +1,76 @@
+package garbagecollector
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestCollectsOrphansKeepsOwned: a pod whose ReplicaSet is gone is deleted; a pod whose owner lives
+// stays; a pod with one live and one vanished owner loses only the dangling reference.
+func TestCollectsOrphansKeepsOwned(t *testing.T) {
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "live", Namespace: "default", UID: "live-uid"}}
+	ref := func(name, uid string) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: types.UID(uid)}
+	}
+	orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default", OwnerReferences: []metav1.OwnerReference{ref("gone", "gone-uid")}}}
+	owned := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: "default", OwnerReferences: []metav1.OwnerReference{ref("live", "live-uid")}}}
+	// Same name as the live ReplicaSet but another UID: a reference to a previous incarnation.
+	mixed := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mixed", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{ref("live", "old-uid"), ref("live", "live-uid")}}}
+	client := fake.NewClientset(rs, orphan, owned, mixed)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go c.Run(ctx, 2)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, errOrphan := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		m, errMixed := client.CoreV1().Pods("default").Get(ctx, "mixed", metav1.GetOptions{})
+		if apierrors.IsNotFound(errOrphan) && errMixed == nil && len(m.OwnerReferences) == 1 {
+			if m.OwnerReferences[0].UID != "live-uid" {
+				t.Fatalf("kept the wrong reference: %+v", m.OwnerReferences)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan err=%v mixed refs=%+v", errOrphan, m.OwnerReferences)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := client.CoreV1().Pods("default").Get(ctx, "owned", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod with a live owner was collected: %v", err)
+	}
+	// Deleting the live owner collects its dependents.
+	if err := client.AppsV1().ReplicaSets("default").Delete(ctx, "live", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if len(list.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pods left after their owner was deleted", len(list.Items))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,139 @@
+package replicaset
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestDeleteFirstRanking(t *testing.T) {
+	now := time.Now()
+	mk := func(name, node string, phase v1.PodPhase, ready bool, readySince time.Duration, created time.Duration) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-created))},
+			Spec: v1.PodSpec{NodeName: node}, Status: v1.PodStatus{Phase: phase}}
+		if ready {
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-readySince))}}
+		}
+		return p
+	}
+	pods := []*v1.Pod{
+		mk("ready-long", "n", v1.PodRunning, true, time.Hour, 2*time.Hour),
+		mk("ready-short", "n", v1.PodRunning, true, time.Minute, 2*time.Hour),
+		mk("running-unready", "n", v1.PodRunning, false, 0, time.Hour),
+		mk("pending", "n", v1.PodPending, false, 0, time.Hour),
+		mk("unscheduled", "", v1.PodPending, false, 0, time.Hour),
+	}
+	sort.SliceStable(pods, func(i, j int) bool { return deleteFirst(pods[i], pods[j]) })
+	want := []string{"unscheduled", "pending", "running-unready", "ready-short", "ready-long"}
+	for i, p := range pods {
+		if p.Name != want[i] {
+			var got []string
+			for _, p := range pods {
+				got = append(got, p.Name)
+			}
+			t.Fatalf("deletion order = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestReplicaSetCreatesAndTrims(t *testing.T) {
+	replicas := int32(3)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "rs-uid", Generation: 1},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo"}}}},
+		},
+	}
+	client := fake.NewClientset(rs)
+	// The fake tracker does not implement generateName; the API server does.
+	var seq atomic.Int32
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		p := action.(k8stesting.CreateAction).GetObject().(*v1.Pod)
+		if p.Name == "" && p.GenerateName != "" {
+			p.Name = p.GenerateName + strconv.Itoa(int(seq.Add(1)))
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go c.Run(ctx, 2)
+
+	waitPods := func(n int) []v1.Pod {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+			if len(list.Items) == n && got.Status.Replicas == int32(n) && got.Status.ObservedGeneration == 1 {
+				return list.Items
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d pods, have %d, status %+v", n, len(list.Items), got.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	pods := waitPods(3)
+	for _, p := range pods {
+		ref := metav1.GetControllerOf(&p)
+		if ref == nil || ref.UID != "rs-uid" || ref.Kind != "ReplicaSet" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+			t.Fatalf("pod %s ownerReferences = %+v", p.Name, p.OwnerReferences)
+		}
+		if p.Labels["app"] != "web" || p.Spec.Containers[0].Image != "demo" {
+			t.Fatalf("pod %s not from template: %+v", p.Name, p)
+		}
+	}
+	// Mark one pod Ready: status counts it.
+	ready := pods[0].DeepCopy()
+	ready.Status.Phase = v1.PodRunning
+	ready.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, ready, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		if got.Status.ReadyReplicas == 1 && got.Status.AvailableReplicas == 1 && got.Status.FullyLabeledReplicas == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status = %+v", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Scale to 1: the ready pod is the one kept.
+	cur, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+	one := int32(1)
+	cur.Spec.Replicas = &one
+	cur.Generation = 1
+	if _, err := client.AppsV1().ReplicaSets("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left := waitPods(1)
+	if left[0].Name != ready.Name {
+		t.Fatalf("scale-down kept %s, want the ready pod %s", left[0].Name, ready.Name)
+	}
+}
