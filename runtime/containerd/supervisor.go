@@ -390,21 +390,30 @@ func (s *Supervisor) startProcess() (*process, error) {
 	cmd := exec.Command(s.cfg.Binary, "--config", s.ConfigPath(), "--root", s.cfg.Root, "--state", s.cfg.State, "--address", s.cfg.Address)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.cfg.Binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	stderr, err := cmd.StderrPipe()
+	// A plain pipe rather than cmd.StderrPipe: Wait must not wait for the pipe to drain, because a
+	// shim that inherited containerd's stderr may hold it open long after containerd exits.
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout = nil
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("containerd: start %s: %w", s.cfg.Binary, err)
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{}), started: time.Now()}
 	p.logs = &logPump{log: s.log.With("component", "containerd", "pid", cmd.Process.Pid)}
 	pumped := make(chan struct{})
-	go func() { p.logs.run(stderr); close(pumped) }()
+	go func() { p.logs.run(r); r.Close(); close(pumped) }()
 	go func() {
-		<-pumped // Wait closes the pipe: read it to the end first.
 		p.err = cmd.Wait()
+		// Give the pump a moment to log containerd's last lines (used in start-up errors).
+		select {
+		case <-pumped:
+		case <-time.After(500 * time.Millisecond):
+		}
 		close(p.exited)
 	}()
 	s.log.Info("containerd started", "pid", cmd.Process.Pid, "binary", s.cfg.Binary, "version", s.version.String())
@@ -474,7 +483,48 @@ func (s *Supervisor) supervise(p *process) {
 			s.mu.Lock()
 			s.proc = p
 			s.mu.Unlock()
+			go s.logReady(p)
 			break
+		}
+	}
+}
+
+// logReady logs when a restarted containerd answers CRI again (or that it did not within StartTimeout).
+func (s *Supervisor) logReady(p *process) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.exited:
+		case <-s.stopCh:
+		}
+		cancel()
+	}()
+	if c := s.Client(); c != nil {
+		if err := s.awaitCRI(ctx, c); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("restarted containerd not ready", "pid", p.cmd.Process.Pid, "err", err)
+			}
+			return
+		}
+		s.log.Info("containerd ready again", "pid", p.cmd.Process.Pid, "endpoint", s.Endpoint())
+	}
+}
+
+// awaitCRI polls c.Version every 100 ms until it answers, ctx ends or StartTimeout passes; it returns
+// the last error in the latter cases.
+func (s *Supervisor) awaitCRI(ctx context.Context, c *cri.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	for {
+		_, err := c.Version(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -538,6 +588,10 @@ func (s *Supervisor) Cleanup(ctx context.Context) error {
 	}
 	var errs []error
 	if c := s.Client(); c != nil {
+		// containerd may be restarting: give it StartTimeout to answer before removing pods.
+		if err := s.awaitCRI(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
 		pods, ctrs, err := c.RemoveAll(ctx)
 		s.log.Info("removed runtime objects", "pods", pods, "containers", ctrs)
 		if err != nil {
