@@ -74,6 +74,7 @@ type Source struct {
 	log     *slog.Logger
 	last    []*v1.Pod
 	nodeUID types.UID
+	mirrors map[string]bool // namespace/name of mirror pods this Source keeps
 }
 
 // New validates cfg and fills defaults.
@@ -87,7 +88,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Source{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName, "source", "file")}, nil
+	return &Source{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName, "source", "file"), mirrors: map[string]bool{}}, nil
 }
 
 // Run reads the directory and syncs mirror pods every Period until ctx ends; it returns ctx's error.
@@ -289,8 +290,9 @@ func MirrorPod(p *v1.Pod, nodeUID types.UID) *v1.Pod {
 	return m
 }
 
-// syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans (mirror pods on
-// this node whose static pod is gone).
+// syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans. Each static
+// pod's mirror is read by name; orphans are the mirror pods on this node (listed by spec.nodeName) and
+// the mirrors this Source created earlier, whose static pod is gone.
 func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	if s.nodeUID == "" {
 		n, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
@@ -299,47 +301,79 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 		}
 		s.nodeUID = n.UID
 	}
-	list, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.cfg.NodeName})
-	if err != nil {
-		return fmt.Errorf("list pods on node: %w", err)
-	}
-	s.log.Info("DEBUG mirror list", "n", len(list.Items))
-	existing := map[string]*v1.Pod{}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if _, ok := p.Annotations[ConfigMirrorAnnotation]; ok {
-			existing[p.Namespace+"/"+p.Name] = p
-		}
-	}
 	var errs []error
+	want := map[string]bool{}
 	for _, p := range pods {
 		key := p.Namespace + "/" + p.Name
-		m, ok := existing[key]
-		delete(existing, key)
-		if ok && m.DeletionTimestamp == nil && m.Annotations[ConfigMirrorAnnotation] == p.Annotations[ConfigHashAnnotation] &&
-			apiequality.Semantic.DeepEqual(m.OwnerReferences, MirrorPod(p, s.nodeUID).OwnerReferences) {
-			continue
-		}
-		if ok {
-			if err := s.deleteMirror(ctx, m); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		}
-		if _, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, MirrorPod(p, s.nodeUID), metav1.CreateOptions{}); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				errs = append(errs, fmt.Errorf("create mirror pod %s: %w", key, err))
-			}
-			continue
-		}
-		s.log.Info("mirror pod created", "pod", key)
-	}
-	for _, m := range existing {
-		if err := s.deleteMirror(ctx, m); err != nil {
+		want[key] = true
+		if err := s.syncMirror(ctx, p); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		s.mirrors[key] = true
+	}
+	orphans := map[string]bool{}
+	for key := range s.mirrors {
+		orphans[key] = true
+	}
+	list, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.cfg.NodeName})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list pods on node: %w", err))
+	} else {
+		for _, p := range list.Items {
+			if _, ok := p.Annotations[ConfigMirrorAnnotation]; ok {
+				orphans[p.Namespace+"/"+p.Name] = true
+			}
+		}
+	}
+	for key := range orphans {
+		if want[key] {
+			continue
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		m, err := s.cfg.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && isMirror(m) {
+			err = s.deleteMirror(ctx, m)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(s.mirrors, key)
 	}
 	return errors.Join(errs...)
+}
+
+// syncMirror makes the mirror pod of static pod p current: created when missing, recreated when its
+// hash or owner is outdated. A non-mirror pod holding the name is left alone and reported.
+func (s *Source) syncMirror(ctx context.Context, p *v1.Pod) error {
+	key := p.Namespace + "/" + p.Name
+	want := MirrorPod(p, s.nodeUID)
+	m, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("get mirror pod %s: %w", key, err)
+	case !isMirror(m):
+		return fmt.Errorf("mirror pod %s: a pod that is not a mirror pod holds the name", key)
+	case m.DeletionTimestamp == nil && m.Annotations[ConfigMirrorAnnotation] == p.Annotations[ConfigHashAnnotation] &&
+		apiequality.Semantic.DeepEqual(m.OwnerReferences, want.OwnerReferences):
+		return nil
+	default:
+		if err := s.deleteMirror(ctx, m); err != nil {
+			return err
+		}
+	}
+	if _, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create mirror pod %s: %w", key, err)
+	}
+	s.log.Info("mirror pod created", "pod", key)
+	return nil
+}
+
+func isMirror(p *v1.Pod) bool {
+	_, ok := p.Annotations[ConfigMirrorAnnotation]
+	return ok
 }
 
 // deleteMirror deletes mirror pod m immediately (grace period 0, preconditioned on its UID).

@@ -1,0 +1,309 @@
+package node_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
+	"github.com/nodekit/nodekit/kubelet/nodestatus"
+	"github.com/nodekit/nodekit/kubelet/static"
+	"github.com/nodekit/nodekit/runtime/containerd"
+	"github.com/nodekit/nodekit/runtime/cri"
+	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
+	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
+	"github.com/nodekit/nodekit/version"
+)
+
+func randName(prefix string) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// waitFor polls cond every 200 ms until it returns true or timeout passes; it fails t with the last
+// description cond gave.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, last)
+}
+
+func readyCondition(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestNodeLifecycle registers a node against the bundled API server with a real containerd and checks:
+// the Node's capacity, labels, taints, addresses and nodeInfo (runtime version from CRI); the
+// KubeletConfiguration file with a flag overriding it; the Lease being renewed; Ready; podCIDR read-back;
+// a mirror pod for a static pod; then containerd stopped for 20 s: NotReady with the runtime's reason,
+// the Lease still renewed, and back to Ready with the pod's container still running.
+func TestNodeLifecycle(t *testing.T) {
+	rt := ctrfw.Start(t, ctrfw.Options{})
+	api := apifw.Start(t, apifw.Options{})
+	nodeName := randName("nk-e2e-")
+	client := api.NodeClient(t, nodeName)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The node half dials its own CRI connection, which must outlive containerd restarts.
+	crc, err := cri.Dial(ctx, rt.Endpoint(), cri.WithTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { crc.Close() })
+	ver, err := crc.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// KubeletConfiguration file + explicit flags: --max-pods overrides the file, the rest comes from it.
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "manifests")
+	os.MkdirAll(manifests, 0o755)
+	cfgFile := filepath.Join(dir, "kubelet.yaml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+maxPods: 50
+nodeStatusUpdateFrequency: 1s
+nodeStatusReportFrequency: 1m
+nodeLeaseDurationSeconds: 4
+fileCheckFrequency: 1s
+staticPodPath: %s
+registerWithTaints:
+- {key: nodekit.io/e2e, value: "yes", effect: PreferNoSchedule}
+`, manifests)), 0o644)
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	kf := kubeletconfig.AddFlags(fs)
+	if err := fs.Parse([]string{"--config", cfgFile, "--max-pods", "60", "--port", "10999"}); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kf.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, err := kubeletconfig.ParseLabels("nodekit.io/pool=e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := nodestatus.ReadMachine(rt.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIP, err := nodestatus.DefaultRouteIP()
+	if err != nil {
+		t.Logf("no default route (%v): using 127.0.0.1 as --node-ip", err)
+		nodeIP = []byte{127, 0, 0, 1}
+	}
+	cidrs := make(chan []string, 4)
+	ns, err := nodestatus.New(nodestatus.Config{
+		NodeName: nodeName, Client: client, Runtime: crc.Runtime(), Images: crc.Image(), NodeIP: nodeIP,
+		Labels: labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
+		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
+		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds, OnPodCIDRs: func(c []string) { cidrs <- c },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := static.New(static.Config{Dir: kc.StaticPodPath, NodeName: nodeName, Client: client, Period: kc.FileCheckFrequency.Duration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ns.Run(ctx) }()
+	go func() { defer wg.Done(); <-ns.Registered(); src.Run(ctx) }()
+	admin := api.Client
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		admin.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{})
+	})
+
+	// Registration.
+	var node *v1.Node
+	waitFor(t, 30*time.Second, "node Ready", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		node = n
+		r := readyCondition(n)
+		return r != nil && r.Status == v1.ConditionTrue, fmt.Sprintf("%+v", r)
+	})
+	capacity := node.Status.Capacity
+	if capacity.Cpu().Value() != int64(runtime.NumCPU()) || capacity.Memory().Value() != machine.MemoryBytes ||
+		capacity.Pods().Value() != 60 || capacity.StorageEphemeral().Value() != machine.EphemeralStorageBytes || capacity.StorageEphemeral().Value() == 0 {
+		t.Errorf("capacity = %v (want pods=60 from the --max-pods flag over the file's 50)", capacity)
+	}
+	if a := node.Status.Allocatable; a.Memory().Cmp(*capacity.Memory()) >= 0 || a.Pods().Value() != 60 {
+		t.Errorf("allocatable = %v", a)
+	}
+	for k, v := range map[string]string{v1.LabelHostname: nodeName, v1.LabelOSStable: "linux", v1.LabelArchStable: runtime.GOARCH, "nodekit.io/pool": "e2e"} {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != "nodekit.io/e2e" || node.Spec.Taints[0].Effect != v1.TaintEffectPreferNoSchedule {
+		t.Errorf("taints = %v (from the config file's registerWithTaints)", node.Spec.Taints)
+	}
+	wantAddr := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: nodeIP.String()}, {Type: v1.NodeHostName, Address: nodeName}}
+	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddr) {
+		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddr)
+	}
+	ni := node.Status.NodeInfo
+	if ni.ContainerRuntimeVersion != "containerd://"+ver.RuntimeVersion || ni.KubeletVersion != version.KubernetesVersion ||
+		ni.KernelVersion != machine.KernelVersion || ni.OSImage != machine.OSImage || ni.OSImage == "" || ni.BootID == "" ||
+		ni.OperatingSystem != "linux" || ni.Architecture != runtime.GOARCH {
+		t.Errorf("nodeInfo = %+v (runtime %s %s)", ni, ver.RuntimeName, ver.RuntimeVersion)
+	}
+	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10999 {
+		t.Errorf("kubelet port = %d, want 10999 (--port)", node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	}
+	for _, ct := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
+		found := false
+		for _, c := range node.Status.Conditions {
+			found = found || (c.Type == ct && c.Status == v1.ConditionFalse && !c.LastHeartbeatTime.IsZero())
+		}
+		if !found {
+			t.Errorf("condition %s=False missing: %v", ct, node.Status.Conditions)
+		}
+	}
+
+	// The Lease: owned by the Node, duration from the config file, renewed every duration/4 (1 s).
+	lease, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != nodeName || *lease.Spec.LeaseDurationSeconds != 4 || len(lease.OwnerReferences) != 1 ||
+		lease.OwnerReferences[0].UID != node.UID || lease.OwnerReferences[0].Kind != "Node" {
+		t.Errorf("lease = %+v", lease)
+	}
+	leaseRenewedAfter := func(after time.Time) func() (bool, string) {
+		return func() (bool, string) {
+			l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return l.Spec.RenewTime.Time.After(after), l.Spec.RenewTime.String()
+		}
+	}
+	waitFor(t, 10*time.Second, "lease renewal", leaseRenewedAfter(lease.Spec.RenewTime.Time))
+
+	// podCIDR set by the node IPAM controller's role (here the admin) is read back.
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType,
+		[]byte(`{"spec":{"podCIDR":"10.244.7.0/24","podCIDRs":["10.244.7.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-cidrs:
+		if len(c) != 1 || c[0] != "10.244.7.0/24" || ns.PodCIDRs()[0] != "10.244.7.0/24" {
+			t.Errorf("podCIDRs = %v", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("podCIDR not read back within 10 s")
+	}
+
+	// A static pod gets a mirror pod in the API, created with the node's own credentials.
+	os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n  - name: web\n    image: nodekit.local/demo-server:v1\n"), 0o644)
+	var mirror *v1.Pod
+	waitFor(t, 15*time.Second, "mirror pod", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "static-web-"+nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		mirror = p
+		return true, ""
+	})
+	if mirror.Annotations[static.ConfigMirrorAnnotation] == "" || mirror.Annotations[static.ConfigMirrorAnnotation] != mirror.Annotations[static.ConfigHashAnnotation] ||
+		mirror.Annotations[static.ConfigSourceAnnotation] != "file" || mirror.Spec.NodeName != nodeName ||
+		len(mirror.OwnerReferences) != 1 || mirror.OwnerReferences[0].UID != node.UID {
+		t.Errorf("mirror pod = %+v", mirror.ObjectMeta)
+	}
+	os.Remove(filepath.Join(manifests, "web.yaml"))
+	waitFor(t, 15*time.Second, "mirror pod deletion", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "static-web-"+nodeName, metav1.GetOptions{})
+		if err == nil {
+			return false, fmt.Sprintf("still there: deletionTimestamp=%v finalizers=%v", p.DeletionTimestamp, p.Finalizers)
+		}
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	// containerd down for 20 s: NotReady with the runtime's reason, heartbeats continue, then Ready again
+	// with the pod's container still running.
+	pod := rt.RunDemoPod(t, "survivor")
+	endpoint := rt.Endpoint()
+	params := rt.Supervisor.Params()
+	if err := rt.Supervisor.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitFor(t, 10*time.Second, "NotReady", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		r := readyCondition(n)
+		return r.Status == v1.ConditionFalse && r.Reason == "KubeletNotReady" &&
+			strings.HasPrefix(r.Message, "container runtime is down: runtime not reachable at "+endpoint), fmt.Sprintf("%+v", r)
+	})
+	t.Logf("NotReady %v after containerd stopped", time.Since(stopped).Round(100*time.Millisecond))
+	waitFor(t, 10*time.Second, "lease renewal while the runtime is down", leaseRenewedAfter(time.Now()))
+	time.Sleep(time.Until(stopped.Add(20 * time.Second)))
+
+	sup, err := containerd.New(ctx, containerd.Config{Dir: rt.Dir, Binary: os.Getenv(ctrfw.EnvBinary), CNIBinDirs: params.CNIBinDirs,
+		CNIConfDir: rt.CNIConfDir, StopTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt.Supervisor, rt.CRI = sup, sup.Client() // the framework's cleanup stops the new one
+	restarted := time.Now()
+	waitFor(t, 30*time.Second, "Ready again", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		r := readyCondition(n)
+		return r.Status == v1.ConditionTrue, fmt.Sprintf("%+v", r)
+	})
+	t.Logf("Ready %v after containerd restarted", time.Since(restarted).Round(100*time.Millisecond))
+	st, err := crc.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: pod.ContainerID})
+	if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("pod container after the outage: %v, %v", st.GetStatus().GetState(), err)
+	}
+	if _, err := ctrfw.WaitHTTP("http://"+pod.IP+":8080/healthz", 10*time.Second); err != nil {
+		t.Errorf("pod not serving after the outage: %v", err)
+	}
+}
