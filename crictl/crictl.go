@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc/grpclog"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -227,6 +228,13 @@ func (a *app) resolve(flags *pflag.FlagSet) error {
 	if a.cfg.Debug {
 		level = slog.LevelDebug
 	}
+	// gRPC's transport chatter (and whatever logger another package of the binary installed for it)
+	// would add lines to a failing command's one-line error; show it only with --debug.
+	grpcOut := io.Discard
+	if a.cfg.Debug {
+		grpcOut = a.errOut
+	}
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(grpcOut, grpcOut, grpcOut))
 	slog.SetDefault(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level})))
 	return nil
 }

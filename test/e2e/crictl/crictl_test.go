@@ -180,7 +180,7 @@ func TestLifecycle(t *testing.T) {
 		if row == nil {
 			t.Fatalf("pods has no row for %s: %v", podID[:13], rows)
 		}
-		if !regexp.MustCompile(`^(Less than a second|\d+ seconds|About a minute|\d+ minutes) ago$`).MatchString(row[1]) ||
+		if !regexp.MustCompile(`^(Less than a second|\d+ seconds?|About a minute|\d+ minutes) ago$`).MatchString(row[1]) ||
 			row[2] != "Ready" || row[3] != name || row[4] != ns || row[5] != "0" || row[6] != "(default)" {
 			t.Errorf("pods row = %q", row)
 		}
