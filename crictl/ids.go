@@ -88,6 +88,16 @@ func resolveContainerID(ctx context.Context, rt runtimeapi.RuntimeServiceClient,
 	return ids[0], nil
 }
 
+// container returns the RuntimeService client and the full ID of the container named by prefix.
+func (a *app) container(c context.Context, prefix string) (runtimeapi.RuntimeServiceClient, string, error) {
+	rt, err := a.rt()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolveContainerID(c, rt, prefix)
+	return rt, id, err
+}
+
 // resolvePodID resolves one pod sandbox ID prefix.
 func resolvePodID(ctx context.Context, rt runtimeapi.RuntimeServiceClient, prefix string) (string, error) {
 	ids, err := resolvePodIDs(ctx, rt, []string{prefix})

@@ -276,13 +276,9 @@ func (a *app) logsCommand() *cobra.Command {
 			if opts.since, err = parseSince(since, time.Now()); err != nil {
 				return err
 			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
 			c, cancel := signalContext(cmd)
 			defer cancel()
-			id, err := resolveContainerID(c, rt, args[0])
+			rt, id, err := a.container(c, args[0])
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -43,6 +44,27 @@ func watchLoop(c context.Context, watch bool, show func() error) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// samples lists stats: once for -o json|yaml, printed as asProto(sample) (then cur is nil); else twice,
+// --seconds apart, returning the second sample and the first indexed by id.
+func samples[S any](a *app, f *statsFlags, what string, list func() ([]S, error), id func(S) string, asProto func([]S) proto.Message) (prev map[string]S, cur []S, err error) {
+	first, err := list()
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", what, err)
+	}
+	if f.output != formatTable {
+		return nil, nil, printProto(a.out, asProto(first), f.output)
+	}
+	time.Sleep(time.Duration(f.seconds) * time.Second)
+	if cur, err = list(); err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", what, err)
+	}
+	prev = make(map[string]S, len(first))
+	for _, s := range first {
+		prev[id(s)] = s
+	}
+	return prev, cur, nil
 }
 
 // cpuPercent is the CPU use between two cumulative usage samples, in percent of one core.
@@ -96,21 +118,13 @@ func (a *app) statsCommand() *cobra.Command {
 				return r.GetStats(), err
 			}
 			return watchLoop(c, f.watch, func() error {
-				first, err := list()
-				if err != nil {
-					return fmt.Errorf("listing container stats: %w", err)
-				}
-				if f.output != formatTable {
-					return printProto(a.out, &runtimeapi.ListContainerStatsResponse{Stats: first}, f.output)
-				}
-				time.Sleep(time.Duration(f.seconds) * time.Second)
-				second, err := list()
-				if err != nil {
-					return fmt.Errorf("listing container stats: %w", err)
-				}
-				prev := map[string]*runtimeapi.ContainerStats{}
-				for _, s := range first {
-					prev[s.GetAttributes().GetId()] = s
+				prev, second, err := samples(a, &f, "container stats", list,
+					func(s *runtimeapi.ContainerStats) string { return s.GetAttributes().GetId() },
+					func(ss []*runtimeapi.ContainerStats) proto.Message {
+						return &runtimeapi.ListContainerStatsResponse{Stats: ss}
+					})
+				if err != nil || f.output != formatTable {
+					return err
 				}
 				t := newTable(a.out)
 				t.row(colContainer, colName, colCPU, colMem, colDisk, colInodes, colSwap)
@@ -172,21 +186,13 @@ func (a *app) statspCommand() *cobra.Command {
 				return r.GetStats(), err
 			}
 			return watchLoop(c, f.watch, func() error {
-				first, err := list()
-				if err != nil {
-					return fmt.Errorf("listing pod sandbox stats: %w", err)
-				}
-				if f.output != formatTable {
-					return printProto(a.out, &runtimeapi.ListPodSandboxStatsResponse{Stats: first}, f.output)
-				}
-				time.Sleep(time.Duration(f.seconds) * time.Second)
-				second, err := list()
-				if err != nil {
-					return fmt.Errorf("listing pod sandbox stats: %w", err)
-				}
-				prev := map[string]*runtimeapi.PodSandboxStats{}
-				for _, s := range first {
-					prev[s.GetAttributes().GetId()] = s
+				prev, second, err := samples(a, &f, "pod sandbox stats", list,
+					func(s *runtimeapi.PodSandboxStats) string { return s.GetAttributes().GetId() },
+					func(ss []*runtimeapi.PodSandboxStats) proto.Message {
+						return &runtimeapi.ListPodSandboxStatsResponse{Stats: ss}
+					})
+				if err != nil || f.output != formatTable {
+					return err
 				}
 				t := newTable(a.out)
 				t.row(colPod, colPodID, colCPU, colMem)

@@ -189,13 +189,9 @@ func (a *app) execCommand() *cobra.Command {
 		Short: "Run a command in a running container",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
 			c, cancel := signalContext(cmd)
 			defer cancel()
-			id, err := resolveContainerID(c, rt, args[0])
+			rt, id, err := a.container(c, args[0])
 			if err != nil {
 				return err
 			}
@@ -256,13 +252,9 @@ func (a *app) attachCommand() *cobra.Command {
 		Short: "Attach to a running container",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
 			c, cancel := signalContext(cmd)
 			defer cancel()
-			id, err := resolveContainerID(c, rt, args[0])
+			rt, id, err := a.container(c, args[0])
 			if err != nil {
 				return err
 			}

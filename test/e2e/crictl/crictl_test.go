@@ -599,6 +599,20 @@ func TestImagesRemoveAndLoad(t *testing.T) {
 	}
 	// A pull from a registry that does not exist fails with the runtime's reason.
 	c.mustFail([]string{"pull", "127.0.0.1:1/none:v1"}, "pulling image 127.0.0.1:1/none:v1")
+
+	// rmi --prune removes every image no container uses except pinned ones (containerd 1.6 pins
+	// nothing; 2.x pins the bundled images the importer labels): what is left is all pinned.
+	pod := rt.RunDemoPod(t, "prune-"+suffix())
+	c.must("rmi", "--prune")
+	_, rows = tableRows(t, c.must("images", "--pinned"))
+	for _, r := range rows {
+		if r[4] != "true" && r[0]+":"+r[1] != images.DemoServerV1 && r[0]+":"+r[1] != images.Pause {
+			t.Errorf("rmi --prune left an unused, unpinned image: %q", r)
+		}
+	}
+	if findRow(rows, 0, "nodekit.local/demo-server") == nil {
+		t.Errorf("rmi --prune removed the image of running pod %s: %v", pod.Name, rows)
+	}
 }
 
 // TestBadInput covers the error paths of the issue: malformed configs name file, line and field;
