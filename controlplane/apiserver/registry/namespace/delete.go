@@ -115,7 +115,7 @@ func (r *REST) empty(ctx context.Context, namespace string) error {
 	nsCtx := genericapirequest.WithNamespace(ctx, namespace)
 	remaining := 0
 	for _, c := range r.collections {
-		if _, err := c.DeleteCollection(nsCtx, nil, &metav1.DeleteOptions{}, &metainternalversion.ListOptions{}); err != nil {
+		if _, err := c.DeleteCollection(nsCtx, rest.ValidateAllObjectFunc, &metav1.DeleteOptions{}, &metainternalversion.ListOptions{}); err != nil {
 			return err
 		}
 		list, err := c.List(nsCtx, &metainternalversion.ListOptions{})

@@ -119,15 +119,14 @@ func New(getter generic.RESTOptionsGetter, spec Spec) (*REST, *StatusREST, error
 // namespaced) and extra's fields.
 func AttrFunc(namespaced bool, extra func(runtime.Object) fields.Set) storage.AttrFunc {
 	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
-		a, err := meta.Accessor(obj)
+		m, err := meta.Accessor(obj)
 		if err != nil {
 			return nil, nil, err
 		}
-		m, ok := a.(*metav1.ObjectMeta)
-		if !ok {
-			return nil, nil, fmt.Errorf("%T has no ObjectMeta", obj)
+		fs := fields.Set{"metadata.name": m.GetName()}
+		if namespaced {
+			fs["metadata.namespace"] = m.GetNamespace()
 		}
-		fs := generic.ObjectMetaFieldsSet(m, namespaced)
 		if extra != nil {
 			fs = generic.MergeFieldsSets(fs, extra(obj))
 		}

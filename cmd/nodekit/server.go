@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+)
+
+// serverFlags are `nodekit server`'s flags.
+var serverFlags struct {
+	api        server.Options
+	etcdClient string
+	etcd       etcd.Config
+}
+
+func init() {
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: embedded etcd and the API server",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runServer(ctx)
+		},
+	}
+	f := cmd.Flags()
+	o := &serverFlags
+	f.StringVar(&o.api.BindAddress, "bind-address", "0.0.0.0", "address the API server serves HTTPS on")
+	f.IntVar(&o.api.Port, "secure-port", 6443, "API server HTTPS port")
+	f.StringVar(&o.api.AdvertiseAddress, "advertise-address", "", "address written to the admin kubeconfig and the kubernetes endpoints (default: first host address)")
+	f.StringSliceVar(&o.api.ExtraSANs, "tls-san", nil, "extra IPs or DNS names for the serving certificate")
+	f.StringVar(&o.api.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range")
+	f.StringVar(&o.api.NodePortRange, "service-node-port-range", "30000-32767", "NodePort range")
+	f.StringVar(&o.api.TokenFile, "token-auth-file", "", "static bearer tokens CSV: token,user,uid,\"group1,group2\"")
+	f.Int64Var(&o.api.DefaultTolerationSeconds, "default-not-ready-toleration-seconds", 300, "seconds new pods tolerate not-ready/unreachable nodes")
+	f.StringVar(&o.etcdClient, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd client address (loopback only)")
+	f.StringSliceVar(&o.etcd.Servers, "etcd-servers", nil, "external etcd client URLs (no embedded etcd when set)")
+	f.StringVar(&o.etcd.CAFile, "etcd-cafile", "", "external etcd CA file")
+	f.StringVar(&o.etcd.CertFile, "etcd-certfile", "", "external etcd client certificate")
+	f.StringVar(&o.etcd.KeyFile, "etcd-keyfile", "", "external etcd client key")
+	root.AddCommand(cmd)
+}
+
+// runServer starts etcd, then the API server; the scheduler and controllers are started after the API
+// server (see startControllers) once they exist.
+func runServer(ctx context.Context) error {
+	o := serverFlags
+	o.etcd.DataDir = filepath.Join(globals.dataDir, "etcd")
+	o.etcd.ClientAddr = o.etcdClient
+	store, err := etcd.Start(ctx, o.etcd)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	o.api.DataDir = globals.dataDir
+	o.api.EtcdEndpoints = store.Endpoints
+	o.api.EtcdCAFile, o.api.EtcdCertFile, o.api.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
+	api, err := server.New(o.api)
+	if err != nil {
+		return err
+	}
+	startControllers(ctx, api.KubeconfigPath)
+	return api.Run(ctx)
+}
+
+// startControllers is where the scheduler and the controller manager are started, as API clients using
+// the admin kubeconfig. The lead wires them here.
+func startControllers(_ context.Context, _ string) {}
