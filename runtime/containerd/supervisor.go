@@ -196,6 +196,11 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
+// Config is the supervisor's configuration with defaults filled in (binary resolved to an absolute
+// path). New(ctx, s.Config()) makes a supervisor for the same containerd, e.g. to start it again after
+// Stop.
+func (s *Supervisor) Config() Config { return s.cfg }
+
 // Managed reports whether this supervisor runs containerd itself (false for an external Endpoint).
 func (s *Supervisor) Managed() bool { return s.cfg.Endpoint == "" }
 

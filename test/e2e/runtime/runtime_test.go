@@ -62,7 +62,7 @@ func TestPodLifecycle(t *testing.T) {
 	if ip == "" {
 		t.Fatal("sandbox has no IP")
 	}
-	netnsPath := sandboxNetNS(t, rs, sbID)
+	netnsPath := rt.SandboxNetNS(t, sbID)
 	if _, err := os.Stat(netnsPath); err != nil {
 		t.Fatalf("sandbox netns %q: %v", netnsPath, err)
 	}
@@ -194,33 +194,6 @@ func TestRuntimeDown(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.HasPrefix(err.Error(), "runtime not reachable at "+ep+": ") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Dial to stopped runtime: %v", err)
 	}
-}
-
-// sandboxNetNS reads the sandbox's network namespace path from PodSandboxStatus verbose info (the
-// runtime spec's network namespace).
-func sandboxNetNS(t *testing.T, rs runtimeapi.RuntimeServiceClient, id string) string {
-	t.Helper()
-	st, err := rs.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		RuntimeSpec struct {
-			Linux struct {
-				Namespaces []struct{ Type, Path string }
-			}
-		}
-	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-		t.Fatalf("sandbox verbose info: %v", err)
-	}
-	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" && ns.Path != "" {
-			return ns.Path
-		}
-	}
-	t.Fatalf("sandbox %s has no network namespace path in its spec", id)
-	return ""
 }
 
 // readCRILog returns the message part of each line of a CRI log file ("<time> <stream> <P|F> <msg>").

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,4 +175,32 @@ func WaitHTTP(url string, timeout time.Duration) (string, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SandboxNetNS returns the path of a sandbox's network namespace (e.g. /var/run/netns/cni-…), read
+// from PodSandboxStatus verbose info (the runtime spec containerd keeps for the sandbox). It fails t if
+// there is none.
+func (r *Runtime) SandboxNetNS(t testing.TB, sandboxID string) string {
+	t.Helper()
+	st, err := r.CRI.Runtime().PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct{ Type, Path string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+		t.Fatalf("sandbox %s verbose info: %v", sandboxID, err)
+	}
+	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" && ns.Path != "" {
+			return ns.Path
+		}
+	}
+	t.Fatalf("sandbox %s has no network namespace path in its spec", sandboxID)
+	return ""
 }

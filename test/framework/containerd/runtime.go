@@ -276,9 +276,7 @@ func reserveSubnet() (string, *os.File, error) {
 func (r *Runtime) Close() error {
 	var errs []error
 	if r.Supervisor != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		errs = append(errs, r.Supervisor.Cleanup(ctx))
-		cancel()
+		errs = append(errs, cleanupRuntime(r.Supervisor))
 		r.Supervisor = nil
 	}
 	if r.Dir != "" {
@@ -302,4 +300,25 @@ func (r *Runtime) Close() error {
 		r.Dir = ""
 	}
 	return errors.Join(errs...)
+}
+
+// cleanupRuntime removes every pod of sup's containerd and stops it. When that fails or shims of this
+// containerd are still alive (it was down or restarting, or a test stopped it with pods running), it
+// starts containerd once more on the same directories and cleans up through it, so no shim, container,
+// netns or veth outlives the test.
+func cleanupRuntime(sup *containerd.Supervisor) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := sup.Cleanup(ctx)
+	if err == nil && !processMentions(sup.Config().Address) {
+		return nil
+	}
+	again, nerr := containerd.New(ctx, sup.Config())
+	if nerr != nil {
+		return errors.Join(err, nerr)
+	}
+	if serr := again.Start(ctx); serr != nil {
+		return errors.Join(err, serr, again.Stop(ctx))
+	}
+	return again.Cleanup(ctx)
 }

@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -65,5 +66,35 @@ func TestRuntimeHelpers(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCloseAfterStop: a test that stops containerd with a pod running still leaves nothing behind:
+// Close brings containerd back on the same directories and removes the pod through it.
+func TestCloseAfterStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a real containerd needs root")
+	}
+	r, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := r.RunDemoPod(t, "orphan")
+	netns := r.SandboxNetNS(t, pod.SandboxID)
+	address := r.Address()
+	if err := r.Supervisor.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !processMentions(address) {
+		t.Fatal("no shim alive after Stop: the test needs a running pod")
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if processMentions(address) {
+		t.Errorf("a shim of %s survived Close", address)
+	}
+	if _, err := os.Stat(netns); !os.IsNotExist(err) {
+		t.Errorf("pod netns %s survived Close: %v", netns, err)
 	}
 }
