@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
+	"syscall"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,10 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -37,11 +43,14 @@ func randSuffix() string {
 }
 
 // node is a kubelet under test on a private containerd, with its own root dir, pod log dir and cgroup
-// root, so that parallel test binaries never share anything.
+// root, so that parallel test binaries never share anything, talking to a real API server (embedded
+// etcd + nodekit's apiserver) with node credentials.
 type node struct {
 	t          *testing.T
 	rt         *containerd.Runtime
-	client     kubernetes.Interface
+	api        *apiserver.Server
+	client     kubernetes.Interface // admin, for the test's own actions
+	nodeClient kubernetes.Interface // system:node:<name>, for the kubelet
 	name       string
 	rootDir    string
 	logDir     string
@@ -50,11 +59,11 @@ type node struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan error
-	kl     *kubelet.Kubelet
+	child  *exec.Cmd
 }
 
-// newNode starts containerd and (unless noStart) the kubelet. The API is client-go's fake clientset:
-// the bundled apiserver test framework is not available to this package yet.
+// newNode starts the API server, containerd and (unless noStart) the kubelet, and registers the Node
+// with an InternalIP (the node half's job in production).
 func newNode(t *testing.T, noStart bool) *node {
 	t.Helper()
 	sfx := randSuffix()
@@ -62,28 +71,46 @@ func newNode(t *testing.T, noStart bool) *node {
 	// Registered first, so it runs last: after containerd removed every pod.
 	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
 	n.rt = containerd.Start(t, containerd.Options{})
+	if os.Getenv(fakeAPIEnv) != "" {
+		c := fake.NewSimpleClientset()
+		n.client, n.nodeClient = c, c
+	} else {
+		n.api = apiserver.Start(t, apiserver.Options{})
+		n.client = n.api.Client
+		n.nodeClient = n.api.NodeClient(t, n.name)
+	}
 	dir := t.TempDir()
 	n.rootDir, n.logDir = filepath.Join(dir, "kubelet"), filepath.Join(dir, "pods-logs")
-	n.client = fake.NewSimpleClientset(&v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.name},
-		Status:     v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.10"}}},
-	})
+	ctx := context.Background()
+	nd, err := n.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.10"}}
+	if _, err := n.client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(n.stop)
+	t.Cleanup(n.killChild)
 	if !noStart {
 		n.start()
 	}
 	return n
 }
 
-// start runs a fresh Kubelet (a restart after stop).
+func (n *node) config(client kubernetes.Interface, cri *cri.Client, log *slog.Logger) kubelet.Config {
+	return kubelet.Config{
+		NodeName: n.name, Runtime: cri.Runtime(), Images: cri.Image(), Client: client,
+		RootDir: n.rootDir, PodLogsDir: n.logDir, CgroupRoot: n.cgroupRoot,
+		HousekeepingPeriod: time.Second, GCPeriod: 5 * time.Second, Logger: log,
+	}
+}
+
+// start runs a fresh Kubelet in this process (a restart after stop or killChild).
 func (n *node) start() {
 	n.t.Helper()
-	kl, err := kubelet.New(kubelet.Config{
-		NodeName: n.name, Runtime: n.rt.CRI.Runtime(), Images: n.rt.CRI.Image(), Client: n.client,
-		RootDir: n.rootDir, PodLogsDir: n.logDir, CgroupRoot: n.cgroupRoot,
-		HousekeepingPeriod: time.Second, GCPeriod: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
+	log := slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	kl, err := kubelet.New(n.config(n.nodeClient, n.rt.CRI, log))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -91,11 +118,11 @@ func (n *node) start() {
 	done := make(chan error, 1)
 	go func() { done <- kl.Run(ctx) }()
 	n.mu.Lock()
-	n.kl, n.cancel, n.done = kl, cancel, done
+	n.cancel, n.done = cancel, done
 	n.mu.Unlock()
 }
 
-// stop stops the kubelet (pods keep running in containerd).
+// stop stops the in-process kubelet (pods keep running in containerd).
 func (n *node) stop() {
 	n.mu.Lock()
 	cancel, done := n.cancel, n.done
@@ -113,6 +140,90 @@ func (n *node) stop() {
 	case <-time.After(30 * time.Second):
 		n.t.Errorf("kubelet did not stop within 30s")
 	}
+}
+
+// fakeAPIEnv, when set, makes the tests use client-go's fake clientset instead of the real API server
+// (for bisecting an API server problem; the fake has no graceful deletion, field selectors or
+// cross-process access, so tests that need those adapt or skip).
+const fakeAPIEnv = "NODEKIT_KUBELET_E2E_FAKE_API"
+
+// childEnv carries a child kubelet's settings (see TestMain).
+const childEnv = "NODEKIT_KUBELET_E2E_CHILD"
+
+type childSpec struct {
+	Node, Kubeconfig, Endpoint, RootDir, LogDir, CgroupRoot string
+}
+
+// startChild runs the kubelet in a child process (this test binary, see TestMain), so that it can be
+// killed with SIGKILL.
+func (n *node) startChild() {
+	n.t.Helper()
+	if n.api == nil {
+		// The fake API lives in this process only: run the first kubelet here too.
+		n.start()
+		return
+	}
+	spec, _ := json.Marshal(childSpec{Node: n.name, Kubeconfig: n.api.NodeKubeconfig(n.t, n.name), Endpoint: n.rt.Endpoint(),
+		RootDir: n.rootDir, LogDir: n.logDir, CgroupRoot: n.cgroupRoot})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	cmd.Stdout, cmd.Stderr = testWriter{n.t}, testWriter{n.t}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.child = cmd
+	n.mu.Unlock()
+}
+
+// killChild kills the child kubelet with SIGKILL (kill -9) and reaps it.
+func (n *node) killChild() {
+	if n.api == nil {
+		n.stop()
+		return
+	}
+	n.mu.Lock()
+	cmd := n.child
+	n.child = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// runChild is the child process's main: a kubelet with the spec from the environment, until killed.
+func runChild(spec string) {
+	var s childSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		panic(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	c, err := cri.Dial(ctx, s.Endpoint)
+	if err != nil {
+		panic(err)
+	}
+	n := &node{name: s.Node, rootDir: s.RootDir, logDir: s.LogDir, cgroupRoot: s.CgroupRoot}
+	kl, err := kubelet.New(n.config(kubernetes.NewForConfigOrDie(cfg), c, slog.New(slog.NewTextHandler(os.Stderr, nil))))
+	if err != nil {
+		panic(err)
+	}
+	if err := kl.Run(ctx); err != nil {
+		panic(err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		runChild(spec)
+		return
+	}
+	os.Exit(m.Run())
 }
 
 type testWriter struct{ t *testing.T }
@@ -176,18 +287,25 @@ func (n *node) create(pod *v1.Pod) *v1.Pod {
 	return p
 }
 
-// deleteGracefully does what the API server does for a graceful delete: it sets deletionTimestamp and
-// deletionGracePeriodSeconds; the kubelet finishes the deletion after stopping the containers.
+// deleteGracefully deletes the pod with a grace period; the API server sets its deletionTimestamp and
+// the kubelet completes the deletion once the containers stopped.
 func (n *node) deleteGracefully(name string, grace int64) {
 	n.t.Helper()
-	ctx := context.Background()
-	p, err := n.client.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		n.t.Fatal(err)
+	if n.api == nil {
+		// The fake clientset deletes at once; do what the API server does for a graceful delete.
+		ctx := context.Background()
+		p, err := n.client.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		now := metav1.Now()
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+		if _, err := n.client.CoreV1().Pods(testNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			n.t.Fatal(err)
+		}
+		return
 	}
-	now := metav1.Now()
-	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
-	if _, err := n.client.CoreV1().Pods(testNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+	if err := n.client.CoreV1().Pods(testNS).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		n.t.Fatal(err)
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,14 +80,17 @@ func TestEnvAndVolumes(t *testing.T) {
 	_, err = core.Secrets(testNS).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec"},
 		Data: map[string][]byte{"password": []byte("s3cret")}}, metav1.CreateOptions{})
 	mustCreate(err)
-	for _, s := range []struct {
-		name, ip string
-		port     int32
-	}{{"kubernetes", "10.96.0.1", 443}, {"web", "10.96.0.50", 80}} {
-		_, err = core.Services(testNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name},
-			Spec: v1.ServiceSpec{ClusterIP: s.ip, Ports: []v1.ServicePort{{Name: "http", Port: s.port, Protocol: v1.ProtocolTCP}}}}, metav1.CreateOptions{})
-		mustCreate(err)
+	_, err = core.Services(testNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.50", Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}}}, metav1.CreateOptions{})
+	mustCreate(err)
+	// The API server keeps the "kubernetes" Service in default; make sure one exists.
+	master, err := core.Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		master, err = core.Services(metav1.NamespaceDefault).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+			Spec: v1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []v1.ServicePort{{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}}}}, metav1.CreateOptions{})
 	}
+	mustCreate(err)
+	masterPort := strconv.Itoa(int(master.Spec.Ports[0].Port))
 	hostDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(hostDir, "file"), []byte("from-host"), 0o644); err != nil {
 		t.Fatal(err)
@@ -128,7 +133,7 @@ func TestEnvAndVolumes(t *testing.T) {
 		"LITERAL=x", "EXPANDED=x-y-$(LITERAL)", "FROM_CM=hello", "FROM_SECRET=s3cret", "NODE=" + n.name, "APP_LABEL=envvol",
 		"CM_greeting=hello", "CM_app.conf=a=1", "POD_IP=" + p.Status.PodIP,
 		"WEB_SERVICE_HOST=10.96.0.50", "WEB_SERVICE_PORT=80", "WEB_SERVICE_PORT_HTTP=80", "WEB_PORT=tcp://10.96.0.50:80",
-		"WEB_PORT_80_TCP_ADDR=10.96.0.50", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443",
+		"WEB_PORT_80_TCP_ADDR=10.96.0.50", "KUBERNETES_SERVICE_HOST=" + master.Spec.ClusterIP, "KUBERNETES_SERVICE_PORT=" + masterPort,
 	} {
 		if !slices.Contains(strings.Split(env, "\n"), want) {
 			t.Errorf("env in container lacks %q; env:\n%s", want, env)

@@ -16,12 +16,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// TestRestartAdoptsRunningPods: the kubelet is stopped abruptly with 20 running pods (its process state
-// is gone; nothing is torn down), one pod is deleted and one created while it is down, and a new kubelet
-// starts: the 19 survivors keep their containers (same IDs, restartCount 0, one container and one
-// sandbox each, statuses unchanged), the deleted pod's containers are removed, the new pod runs.
+// TestRestartAdoptsRunningPods: a kubelet running in a child process is killed with SIGKILL while it
+// runs 20 pods; while it is down one pod is force-deleted (gone from the API), one deleted gracefully
+// (deletionTimestamp set), and one created. A new kubelet adopts the 18 survivors — same container IDs,
+// restartCount 0, exactly one container and one sandbox each, statuses unchanged — removes the
+// force-deleted pod's containers, terminates the gracefully deleted pod and completes its deletion, and
+// starts the new pod.
 func TestRestartAdoptsRunningPods(t *testing.T) {
-	n := newNode(t, false)
+	n := newNode(t, true)
+	n.startChild()
 	const count = 20
 	for i := 0; i < count; i++ {
 		n.create(n.demoPod(fmt.Sprintf("adopt-%02d", i)))
@@ -31,28 +34,31 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 		name := fmt.Sprintf("adopt-%02d", i)
 		before[name] = n.waitPod(name, 120*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
 	}
-	n.stop()
+	n.killChild()
 
 	ctx := context.Background()
-	gone := before["adopt-00"]
-	if err := n.client.CoreV1().Pods(testNS).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+	forced, graceful := before["adopt-00"], before["adopt-01"]
+	zero := int64(0)
+	if err := n.client.CoreV1().Pods(testNS).Delete(ctx, forced.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
+	n.deleteGracefully(graceful.Name, 5)
 	n.create(n.demoPod("adopt-new"))
 	n.start()
 
 	n.waitPod("adopt-new", 60*time.Second, "Running", running)
+	n.waitGone(graceful.Name, 60*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
-	for len(n.podContainers(string(gone.UID))) > 0 {
+	for len(n.podContainers(string(forced.UID)))+len(n.podContainers(string(graceful.UID))) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("containers of the pod deleted while the kubelet was down are still there")
+			t.Fatalf("containers of the pods deleted while the kubelet was down are still there")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	// Let a few sync rounds pass so any wrongful restart would have happened.
 	time.Sleep(3 * time.Second)
 	for name, old := range before {
-		if name == gone.Name {
+		if name == forced.Name || name == graceful.Name {
 			continue
 		}
 		p, err := n.client.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})

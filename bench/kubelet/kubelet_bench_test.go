@@ -1,0 +1,263 @@
+// Package kubelet_bench measures pod start latency through nodekit's kubelet — pod created in the API →
+// phase Running with its container running, as seen through a watch — for one pod at a time and for a
+// batch of 30 created together, with the image already present; and, in the same run against the same
+// containerd, the raw-CRI floor: RunPodSandbox + CreateContainer + StartContainer of the same image with
+// no kubelet and no API. It prints p50/p99 side by side.
+//
+//	go test -bench . -benchtime 1x ./bench/kubelet/      # real API server (embedded etcd + nodekit apiserver)
+//	NODEKIT_BENCH_FAKE_API=1 go test -bench . -benchtime 1x ./bench/kubelet/   # client-go fake API instead
+//
+// bench/kubelet/cycles.sh runs the 200 create/delete cycle leak check.
+package kubelet_bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/test/framework/apiserver"
+	"github.com/nodekit/nodekit/test/framework/containerd"
+)
+
+const batch = 30
+
+func suffix() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type setup struct {
+	rt     *containerd.Runtime
+	client kubernetes.Interface
+	node   string
+}
+
+func start(b *testing.B) *setup {
+	sfx := suffix()
+	s := &setup{node: "bench-" + sfx}
+	cgroupRoot := "/nodekit-bench-" + sfx
+	b.Cleanup(func() { removeCgroups(cgroupRoot) })
+	s.rt = containerd.Start(b, containerd.Options{})
+	var nodeClient kubernetes.Interface
+	if os.Getenv("NODEKIT_BENCH_FAKE_API") != "" {
+		c := fake.NewSimpleClientset()
+		s.client, nodeClient = c, c
+	} else {
+		api := apiserver.Start(b, apiserver.Options{})
+		s.client, nodeClient = api.Client, api.NodeClient(b, s.node)
+	}
+	dir := b.TempDir()
+	kl, err := kubelet.New(kubelet.Config{
+		NodeName: s.node, Runtime: s.rt.CRI.Runtime(), Images: s.rt.CRI.Image(), Client: nodeClient,
+		RootDir: filepath.Join(dir, "kubelet"), PodLogsDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- kl.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func removeCgroups(root string) {
+	ctrls, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, c := range ctrls {
+		base := filepath.Join("/sys/fs/cgroup", c.Name(), root)
+		var dirs []string
+		_ = filepath.Walk(base, func(p string, info os.FileInfo, err error) error {
+			if err == nil && info.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = os.Remove(dirs[i])
+		}
+	}
+}
+
+func (s *setup) pod(name string) *v1.Pod {
+	grace := int64(1)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-" + suffix())},
+		Spec: v1.PodSpec{NodeName: s.node, TerminationGracePeriodSeconds: &grace, RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{{Name: "demo", Image: images.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent}}},
+	}
+}
+
+func isRunning(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startPods creates the pods at once and returns each one's create → Running latency seen by a watch.
+func (s *setup) startPods(b *testing.B, names []string) []time.Duration {
+	ctx := context.Background()
+	w, err := s.client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	created := map[string]time.Time{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func(n string) {
+			defer wg.Done()
+			t0 := time.Now()
+			if _, err := s.client.CoreV1().Pods("default").Create(ctx, s.pod(n), metav1.CreateOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			created[n] = t0
+			mu.Unlock()
+		}(n)
+	}
+	var lat []time.Duration
+	seen := map[string]bool{}
+	timeout := time.After(5 * time.Minute)
+	for len(lat) < len(names) {
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || ev.Type == watch.Deleted || seen[p.Name] || !isRunning(p) {
+				continue
+			}
+			now := time.Now()
+			wg.Wait()
+			mu.Lock()
+			t0, ok := created[p.Name]
+			mu.Unlock()
+			if ok {
+				seen[p.Name] = true
+				lat = append(lat, now.Sub(t0))
+			}
+		case <-timeout:
+			b.Fatalf("only %d of %d pods Running after 5 min", len(lat), len(names))
+		}
+	}
+	wg.Wait()
+	return lat
+}
+
+// deletePods deletes the pods and waits until they are gone from the API (the kubelet finishing the
+// deletion after stopping them).
+func (s *setup) deletePods(b *testing.B, names []string) {
+	ctx := context.Background()
+	for _, n := range names {
+		if err := s.client.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rawCRI starts n sandbox+container pairs directly through CRI (in parallel) and returns each latency.
+func (s *setup) rawCRI(b *testing.B, n int) []time.Duration {
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			t0 := time.Now()
+			sb := s.rt.SandboxConfig(fmt.Sprintf("raw-%d-%s", i, suffix()), "raw")
+			id, ip := s.rt.RunSandbox(b, sb)
+			s.rt.StartContainer(b, id, sb, containerd.DemoContainerConfig("demo", images.DemoServerV1, sb, ip))
+			lat[i] = time.Since(t0)
+		}(i)
+	}
+	wg.Wait()
+	// Remove them so they do not load the following measurements.
+	ctx := context.Background()
+	sbs, err := s.rt.CRI.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": "raw"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sb := range sbs.Items {
+		_, _ = s.rt.CRI.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
+		_, _ = s.rt.CRI.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
+	}
+	return lat
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+// BenchmarkPodStartLatency prints, for nodekit's kubelet and the raw-CRI floor: one pod at a time (10
+// rounds) and a batch of 30 pods created together, p50 and p99 of the start latency.
+func BenchmarkPodStartLatency(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for containerd")
+	}
+	s := start(b)
+	// Warm up: image unpacked, first sandbox, informers synced.
+	s.startPods(b, []string{"warmup"})
+	s.deletePods(b, []string{"warmup"})
+	for i := 0; i < b.N; i++ {
+		var single []time.Duration
+		for r := 0; r < 10; r++ {
+			name := fmt.Sprintf("single-%d-%d", i, r)
+			single = append(single, s.startPods(b, []string{name})...)
+			s.deletePods(b, []string{name})
+		}
+		var names []string
+		for j := 0; j < batch; j++ {
+			names = append(names, fmt.Sprintf("batch-%d-%02d", i, j))
+		}
+		batchLat := s.startPods(b, names)
+		s.deletePods(b, names)
+		time.Sleep(5 * time.Second) // let the deletions finish before the floor runs
+
+		var rawSingle []time.Duration
+		for r := 0; r < 10; r++ {
+			rawSingle = append(rawSingle, s.rawCRI(b, 1)...)
+		}
+		rawBatch := s.rawCRI(b, batch)
+
+		fmt.Printf("\npod start latency (image present), %d CPUs\n", runtime.NumCPU())
+		fmt.Printf("%-28s %10s %10s   %10s %10s\n", "", "1 pod p50", "1 pod p99", "30 p50", "30 p99")
+		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "nodekit kubelet (API→Running)", r(pct(single, .5)), r(pct(single, .99)), r(pct(batchLat, .5)), r(pct(batchLat, .99)))
+		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "raw CRI floor (runp+create+start)", r(pct(rawSingle, .5)), r(pct(rawSingle, .99)), r(pct(rawBatch, .5)), r(pct(rawBatch, .99)))
+		b.ReportMetric(float64(pct(single, .5).Milliseconds()), "ms-p50-1pod")
+		b.ReportMetric(float64(pct(batchLat, .99).Milliseconds()), "ms-p99-30pods")
+	}
+}
+
+func r(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
