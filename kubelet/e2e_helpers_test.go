@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
