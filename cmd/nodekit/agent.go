@@ -22,6 +22,8 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
+	cniinstall "github.com/nodekit/nodekit/cni/install"
+	"github.com/nodekit/nodekit/cni/netconf"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
@@ -58,7 +60,7 @@ func init() {
 	fs.StringVar(&f.nodeIP, "node-ip", "", "InternalIP of the node (default: the address of the default-route interface)")
 	fs.StringVar(&f.nodeLabels, "node-labels", "", "labels added at registration: key=value,...")
 	fs.StringVar(&f.rootDir, "root-dir", "", "kubelet state directory (default <data-dir>/kubelet)")
-	fs.StringVar(&f.cniBinDir, "cni-bin-dir", "", "CNI plugin directory given to the managed containerd (default /usr/lib/cni and /opt/cni/bin)")
+	fs.StringVar(&f.cniBinDir, "cni-bin-dir", "", "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too)")
 	fs.StringVar(&f.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&f.imagesDir, "images-dir", "", "OCI image archives imported into containerd at start (default <data-dir>/images)")
@@ -111,8 +113,10 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	// The runtime: an existing endpoint, or nodekit's managed containerd with the bundled images.
 	rcfg := containerd.Config{Endpoint: kc.ContainerRuntimeEndpoint, Dir: filepath.Join(globals.dataDir, "containerd"),
 		CNIConfDir: f.cniConfDir, CgroupDriver: kc.CgroupDriver}
-	if f.cniBinDir != "" {
-		rcfg.CNIBinDirs = []string{f.cniBinDir}
+	if rcfg.Endpoint == "" {
+		if rcfg.CNIBinDirs, err = installCNIPlugin(f.cniBinDir); err != nil {
+			return err
+		}
 	}
 	sup, err := containerd.New(ctx, rcfg)
 	if err != nil {
@@ -238,6 +242,36 @@ func loadClientCA(file string, rc *rest.Config) (*x509.CertPool, error) {
 		pool.AddCert(c)
 	}
 	return pool, nil
+}
+
+// installCNIPlugin copies nodekit-cni (next to this executable) into binDir (default
+// <data-dir>/cni/bin) and returns the CNI bin dirs for the managed containerd: binDir first, then the
+// existing reference plugin dirs (loopback and friends).
+func installCNIPlugin(binDir string) ([]string, error) {
+	if binDir == "" {
+		binDir = filepath.Join(globals.dataDir, "cni", "bin")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	src := filepath.Join(filepath.Dir(exe), netconf.PluginType)
+	if _, err := os.Stat(src); err == nil {
+		dst, err := cniinstall.Install(src, binDir)
+		if err != nil {
+			return nil, err
+		}
+		slog.Info("CNI plugin installed", "path", dst)
+	} else {
+		slog.Warn("nodekit-cni not found next to the nodekit executable; pods need a CNI plugin in the bin dir", "looked_for", src, "bin_dir", binDir)
+	}
+	dirs := []string{binDir}
+	for _, d := range containerd.DefaultCNIBinDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && d != binDir {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
 }
 
 // importImages imports every archive of dir (missing dir: nothing to do) into the managed containerd.

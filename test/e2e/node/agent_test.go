@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/images"
@@ -135,6 +136,18 @@ func TestAgentBinary(t *testing.T) {
 		}
 		r := readyCondition(n)
 		return r != nil && r.Status == v1.ConditionTrue && n.Status.DaemonEndpoints.KubeletEndpoint.Port == int32(port), fmt.Sprintf("%+v", r)
+	})
+
+	// podCIDR assigned (the node IPAM controller's job, done here by the admin): the agent writes the
+	// node's CNI conflist for it.
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType,
+		[]byte(`{"spec":{"podCIDR":"10.244.9.0/24","podCIDRs":["10.244.9.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflist := filepath.Join(dir, "net.d", "10-nodekit.conflist")
+	waitFor(t, 20*time.Second, "CNI conflist for the podCIDR", func() (bool, string) {
+		b, err := os.ReadFile(conflist)
+		return err == nil && strings.Contains(string(b), "10.244.9.0/24"), fmt.Sprintf("%s %v", b, err)
 	})
 
 	// A pod bound to the node runs, and `kubectl logs` (pods/log through the API server) reaches the
