@@ -19,6 +19,7 @@ type containerdFlags struct {
 	cfg         containerd.Config
 	printConfig bool
 	cleanup     bool
+	plainHTTP   []string
 }
 
 func init() {
@@ -42,6 +43,7 @@ SIGTERM. Containers keep running under their shims when it stops, unless --clean
 	fl.StringVar(&f.cfg.ImagesDir, "images", "", "directory of image archives to import at start (default <data-dir>/images)")
 	fl.StringVar(&f.cfg.LogLevel, "containerd-log-level", "", "containerd's own log level (default info; its info lines are logged at debug)")
 	fl.BoolVar(&f.printConfig, "print-config", false, "print the generated config.toml and exit")
+	fl.StringSliceVar(&f.plainHTTP, "plain-http-registry", nil, "loopback registry host:port to pull from over plain HTTP (e.g. the address of 'nodekit registry'); repeatable")
 	fl.BoolVar(&f.cleanup, "cleanup", false, "on exit, remove every pod and container through CRI before stopping containerd")
 	root.AddCommand(cmd)
 }
@@ -65,6 +67,11 @@ func runContainerd(cmd *cobra.Command, f *containerdFlags) error {
 		}
 		_, err = cmd.OutOrStdout().Write(data)
 		return err
+	}
+	for _, host := range f.plainHTTP {
+		if err := containerd.WriteRegistryHost(sup.RegistryConfigPath(), host); err != nil {
+			return fmt.Errorf("--plain-http-registry: %w", err)
+		}
 	}
 	if err := sup.Start(ctx); err != nil {
 		sup.Stop(context.Background())

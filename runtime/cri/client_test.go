@@ -177,3 +177,42 @@ func TestDialTimeoutNamesEndpoint(t *testing.T) {
 		t.Errorf("Dial to a runtime that does not answer: %v", err)
 	}
 }
+
+// fakeImages is an ImageService answering ListImages with one image named after its endpoint.
+type fakeImages struct {
+	runtimeapi.UnimplementedImageServiceServer
+	name string
+}
+
+func (f fakeImages) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{Id: f.name}}}, nil
+}
+
+func TestImageEndpoint(t *testing.T) {
+	rsock := serveFake(t, &fakeRuntime{apiVersion: "v1"})
+	isock := filepath.Join(t.TempDir(), "images.sock")
+	l, err := net.Listen("unix", isock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	runtimeapi.RegisterImageServiceServer(s, fakeImages{name: "image-endpoint"})
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+
+	c, err := Dial(context.Background(), rsock, WithImageEndpoint("unix://"+isock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.ImageEndpoint() != "unix://"+isock {
+		t.Errorf("ImageEndpoint = %q", c.ImageEndpoint())
+	}
+	resp, err := c.Image().ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	if err != nil || len(resp.Images) != 1 || resp.Images[0].Id != "image-endpoint" {
+		t.Errorf("ListImages through the image endpoint: %v, %v", resp, err)
+	}
+	if _, err := Dial(context.Background(), rsock, WithImageEndpoint("tcp://x:1")); err == nil || !strings.HasPrefix(err.Error(), "image endpoint: ") {
+		t.Errorf("bad image endpoint: %v", err)
+	}
+}

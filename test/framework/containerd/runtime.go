@@ -57,8 +57,9 @@ type Options struct {
 	NoNetwork bool
 	// SkipImport leaves the image store empty (no bundled images, not even the pause image).
 	SkipImport bool
-	// Logger receives supervisor and containerd log lines; default: slog.Default() at warn level and
-	// above only, so test output shows containerd's problems and not its chatter.
+	// Logger receives supervisor and containerd log lines; default: errors only, on stderr, so test
+	// output shows containerd's problems and not its chatter (containerd 1.6 warns on every container
+	// exit).
 	Logger *slog.Logger
 }
 
@@ -140,7 +141,7 @@ func New(opts Options) (_ *Runtime, err error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
