@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -175,68 +176,135 @@ func exitCode(err error) (int, bool) {
 	return 0, false
 }
 
-// execCommand runs a command in a container: synchronously with -s (ExecSync; the command's stdout and
+// execCommand runs a command in containers: synchronously with -s (ExecSync; the command's stdout and
 // stderr are printed when it ends), else streamed through the runtime's streaming server (Exec), with
-// -i for stdin and -t for a terminal. The command's non-zero exit status becomes crictl's exit status.
+// -i for stdin and -t for a terminal. The first argument is a CONTAINER-ID prefix, unless a filter flag
+// (--name, --pod, --image, --state, --label, --latest, --last) selects the containers, as upstream
+// does; then each selected container runs the command, one after the other (or all at once with -x).
+// A non-zero exit status of the command becomes crictl's exit status (*ExitError).
 func (a *app) execCommand() *cobra.Command {
 	var (
-		sync, tty, interactive bool
-		timeout                int64
-		sf                     streamFlags
+		syncExec, tty, interactive    bool
+		quiet, ignoreErrors, parallel bool
+		timeout                       int64
+		sf                            streamFlags
+		f                             psFilter
 	)
 	cmd := &cobra.Command{
-		Use:   "exec [flags] CONTAINER-ID COMMAND [ARG...]",
+		Use:   "exec [flags] [CONTAINER-ID] COMMAND [ARG...]",
 		Short: "Run a command in a running container",
-		Args:  cobra.MinimumNArgs(2),
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, cancel := signalContext(cmd)
 			defer cancel()
-			rt, id, err := a.container(c, args[0])
+			rt, err := a.rt()
 			if err != nil {
 				return err
 			}
-			argv := args[1:]
-			if sync {
-				r, err := rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: argv, Timeout: timeout})
+			var ids []string
+			argv := args
+			filtered := false
+			for _, name := range []string{"name", "pod", "image", "state", "label", "latest", "last"} {
+				filtered = filtered || cmd.Flags().Changed(name)
+			}
+			if filtered {
+				img, err := a.img()
 				if err != nil {
-					return fmt.Errorf("execing command in container %s synchronously: %w", id, err)
+					return err
 				}
-				a.out.Write(r.GetStdout())
-				a.errOut.Write(r.GetStderr())
-				if r.GetExitCode() != 0 {
-					return &ExitError{Code: int(r.GetExitCode())}
+				ctrs, err := listContainers(c, rt, img, &f)
+				if err != nil {
+					return fmt.Errorf("listing containers: %w", err)
+				}
+				for _, ctr := range ctrs {
+					ids = append(ids, ctr.GetId())
+				}
+				if len(ids) == 0 {
+					return errors.New("exec: no container matches the filter flags")
+				}
+			} else {
+				if len(args) < 2 {
+					return errors.New("exec: give CONTAINER-ID COMMAND [ARG...], or filter flags and COMMAND")
+				}
+				id, err := resolveContainerID(c, rt, args[0])
+				if err != nil {
+					return err
+				}
+				ids, argv = []string{id}, args[1:]
+			}
+			one := func(id string) error {
+				if syncExec {
+					r, err := rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: argv, Timeout: timeout})
+					if err != nil {
+						return fmt.Errorf("execing command in container %s synchronously: %w", id, err)
+					}
+					a.out.Write(r.GetStdout())
+					a.errOut.Write(r.GetStderr())
+					if r.GetExitCode() != 0 {
+						return &ExitError{Code: int(r.GetExitCode())}
+					}
+					return nil
+				}
+				r, err := rt.Exec(c, &runtimeapi.ExecRequest{ContainerId: id, Cmd: argv, Tty: tty, Stdin: interactive, Stdout: true, Stderr: !tty})
+				if err != nil {
+					return fmt.Errorf("execing command in container %s: %w", id, err)
+				}
+				u, err := streamURL(r.GetUrl())
+				if err != nil {
+					return err
+				}
+				sc := c
+				if timeout > 0 {
+					var cancelT context.CancelFunc
+					sc, cancelT = context.WithTimeout(c, time.Duration(timeout)*time.Second)
+					defer cancelT()
+				}
+				err = a.stream(sc, &sf, u, interactive, tty)
+				if code, ok := exitCode(err); ok {
+					return &ExitError{Code: code}
+				}
+				if err != nil {
+					return fmt.Errorf("execing command in container %s: %w", id, err)
 				}
 				return nil
 			}
-			r, err := rt.Exec(c, &runtimeapi.ExecRequest{ContainerId: id, Cmd: argv, Tty: tty, Stdin: interactive, Stdout: true, Stderr: !tty})
-			if err != nil {
-				return fmt.Errorf("execing command in container %s: %w", id, err)
+			errs := make([]error, len(ids))
+			if parallel {
+				var wg sync.WaitGroup
+				for i, id := range ids {
+					wg.Go(func() { errs[i] = one(id) })
+				}
+				wg.Wait()
+			} else {
+				for i, id := range ids {
+					if filtered && !quiet {
+						fmt.Fprintln(a.out, id+":")
+					}
+					errs[i] = one(id)
+				}
 			}
-			u, err := streamURL(r.GetUrl())
-			if err != nil {
-				return err
+			if ignoreErrors {
+				return nil
 			}
-			if timeout > 0 {
-				var cancelT context.CancelFunc
-				c, cancelT = context.WithTimeout(c, time.Duration(timeout)*time.Second)
-				defer cancelT()
-			}
-			err = a.stream(c, &sf, u, interactive, tty)
-			if code, ok := exitCode(err); ok {
-				return &ExitError{Code: code}
-			}
-			if err != nil {
-				return fmt.Errorf("execing command in container %s: %w", id, err)
-			}
-			return nil
+			return errors.Join(errs...)
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CONTAINER-ID belong to COMMAND
-	fl.BoolVarP(&sync, "sync", "s", false, "run the command synchronously (ExecSync)")
+	fl.BoolVarP(&syncExec, "sync", "s", false, "run the command synchronously (ExecSync)")
 	fl.Int64Var(&timeout, "timeout", 0, "timeout in seconds; 0 for none")
 	fl.BoolVarP(&tty, "tty", "t", false, "allocate a pseudo-TTY")
 	fl.BoolVarP(&interactive, "interactive", "i", false, "keep STDIN open")
+	fl.StringVar(&f.name, "name", "", "exec in all containers whose name matches this regular expression")
+	fl.StringVarP(&f.pod, "pod", "p", "", "exec in all containers of this pod (ID prefix)")
+	fl.StringVar(&f.image, "image", "", "exec in all containers of this image")
+	fl.StringVar(&f.state, "state", "", "exec in all containers in this state")
+	fl.StringArrayVar(&f.labels, "label", nil, "exec in all containers with this key=value label")
+	fl.BoolVarP(&f.latest, "latest", "l", false, "exec in the most recently created container")
+	fl.IntVarP(&f.last, "last", "n", 0, "exec in the last n containers; 0 for unlimited")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "do not print the container ID when several containers are selected")
+	fl.BoolVarP(&ignoreErrors, "ignore-errors", "e", false, "ignore errors of the command")
+	fl.BoolVarP(&parallel, "parallel", "x", false, "run the command in the selected containers in parallel")
 	sf.add(cmd)
 	return cmd
 }
