@@ -294,10 +294,6 @@ func (s *Supervisor) start(ctx context.Context) error {
 	}
 	s.stopCh, s.doneCh, s.spawnCh = make(chan struct{}), make(chan struct{}), make(chan spawnReq)
 	s.mu.Unlock()
-	if err := s.prepare(); err != nil {
-		return err
-	}
-	go s.spawner()
 	// failed ends the supervisor after a failed start, so Stop and Cleanup still return.
 	failed := func(err error) error {
 		close(s.spawnCh)
@@ -307,6 +303,10 @@ func (s *Supervisor) start(ctx context.Context) error {
 		close(s.doneCh)
 		return err
 	}
+	if err := s.prepare(); err != nil {
+		return failed(err)
+	}
+	go s.spawner()
 	p, err := s.spawn()
 	if err != nil {
 		return failed(err)

@@ -210,3 +210,26 @@ exit 3
 		t.Errorf("Stop after a failed Start: %v", err)
 	}
 }
+
+// TestPrepareFailure: a Dir that cannot be created fails Start with the reason, and Stop returns.
+func TestPrepareFailure(t *testing.T) {
+	file := t.TempDir() + "/file"
+	os.WriteFile(file, nil, 0o644)
+	s, err := New(context.Background(), Config{Dir: file + "/sub", Binary: binary(), CNIBinDirs: []string{"/"}, RestrictOOMScoreAdj: new(bool), CgroupDriver: "cgroupfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Start under a file: %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- s.Stop(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop hangs after a failed Start")
+	}
+}
