@@ -1,0 +1,261 @@
+// Package probes_test checks liveness, readiness and startup probes end to end: the real kubelet with
+// the probe manager (kubelet/prober) on a private real containerd, talking to the real bundled API
+// server (embedded etcd) with node credentials, running the demo image whose /healthz and /readyz the
+// tests flip through CRI exec.
+package probes_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/prober"
+	"github.com/nodekit/nodekit/test/framework/apiserver"
+	"github.com/nodekit/nodekit/test/framework/containerd"
+)
+
+const ns = "default"
+
+// node is one kubelet with the probe manager plugged in.
+type node struct {
+	name   string
+	rt     *containerd.Runtime
+	api    *apiserver.Server
+	client kubernetes.Interface // admin: the test's own reads and writes
+}
+
+func suffix() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// startNode starts the API server, containerd and a kubelet whose ProbeManager is prober.Manager, the
+// way the agent wires it: CRI runtime for exec probes, the node's event recorder, the node's client.
+// Everything stops and is removed by t.Cleanup.
+func startNode(t *testing.T) *node {
+	t.Helper()
+	sfx := suffix()
+	n := &node{name: "probes-" + sfx}
+	cgroupRoot := "/nodekit-probes-" + sfx
+	t.Cleanup(func() { removeCgroups(t, cgroupRoot) }) // runs last, after containerd removed the pods
+	n.rt = containerd.Start(t, containerd.Options{})
+	n.api = apiserver.Start(t, apiserver.Options{})
+	n.client = n.api.Client
+	ctx := context.Background()
+	nd, err := n.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.20"}}
+	if _, err := n.client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	nodeClient := n.api.NodeClient(t, n.name)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
+	recorder := events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: n.name})
+	probes := prober.New(prober.Options{Runtime: n.rt.CRI.Runtime(), Recorder: recorder, Logger: log})
+	dir := t.TempDir()
+	kl, err := kubelet.New(kubelet.Config{
+		NodeName: n.name, Runtime: n.rt.CRI.Runtime(), Images: n.rt.CRI.Image(), Client: nodeClient,
+		Recorder: recorder, ProbeManager: probes,
+		RootDir: filepath.Join(dir, "kubelet"), PodLogsDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot,
+		HousekeepingPeriod: time.Second, GCPeriod: 5 * time.Second,
+		CrashLoopBackOff: time.Second, MaxCrashLoopBackOff: 2 * time.Second,
+		Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- kl.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("kubelet Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("kubelet did not stop within 30s")
+		}
+		probes.Close()
+		events.Shutdown()
+	})
+	return n
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// removeCgroups removes the kubelet's cgroup root from every v1 hierarchy, children first.
+func removeCgroups(t *testing.T, root string) {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		var dirs []string
+		filepath.WalkDir(filepath.Join(h, root), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("remove cgroup: %v", err)
+			}
+		}
+	}
+}
+
+// demoPod is the demo server with its HTTP port named "http" and its gRPC port "grpc".
+func (n *node) demoPod(name string, args ...string) *v1.Pod {
+	grace := int64(2)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1.PodSpec{
+			NodeName: n.name, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "demo", Image: images.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent, Args: args,
+				Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "grpc", ContainerPort: 9090}},
+			}},
+		},
+	}
+}
+
+func (n *node) create(t *testing.T, pod *v1.Pod) {
+	t.Helper()
+	if _, err := n.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", pod.Name, err)
+	}
+}
+
+// wait polls pod name every 100 ms until cond holds and returns it, failing after timeout.
+func (n *node) wait(t *testing.T, name string, timeout time.Duration, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *v1.Pod
+	for time.Now().Before(deadline) {
+		p, err := n.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			last = p
+			if cond(p) {
+				return p
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if last != nil {
+		t.Fatalf("pod %s: no %s within %v; conditions=%+v containers=%+v", name, what, timeout, last.Status.Conditions, last.Status.ContainerStatuses)
+	}
+	t.Fatalf("pod %s: no %s within %v", name, what, timeout)
+	return nil
+}
+
+// exec runs cmd in the pod's demo container and fails on a non-zero exit.
+func (n *node) exec(t *testing.T, p *v1.Pod, cmd ...string) {
+	t.Helper()
+	cs := demo(p)
+	if cs == nil || cs.ContainerID == "" {
+		t.Fatalf("pod %s has no container to exec in", p.Name)
+	}
+	_, id, _ := strings.Cut(cs.ContainerID, "://")
+	if _, stderr, code := n.rt.Exec(t, id, cmd...); code != 0 {
+		t.Fatalf("exec %v: exit %d: %s", cmd, code, stderr)
+	}
+}
+
+// events returns "<reason>: <message>" of the pod's events.
+func (n *node) events(t *testing.T, name string) []string {
+	t.Helper()
+	list, err := n.client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
+}
+
+// waitEvent waits until the pod has an event starting with prefix.
+func (n *node) waitEvent(t *testing.T, name, prefix string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		evs := n.events(t, name)
+		for _, e := range evs {
+			if strings.HasPrefix(e, prefix) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s: no event %q within %v; events: %q", name, prefix, timeout, evs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func demo(p *v1.Pod) *v1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == "demo" {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func condition(p *v1.Pod, c v1.PodConditionType) v1.ConditionStatus {
+	for _, pc := range p.Status.Conditions {
+		if pc.Type == c {
+			return pc.Status
+		}
+	}
+	return v1.ConditionUnknown
+}
+
+// isReady: the pod's Ready and ContainersReady conditions and the container's ready flag agree on want.
+func isReady(want bool) func(*v1.Pod) bool {
+	s := v1.ConditionFalse
+	if want {
+		s = v1.ConditionTrue
+	}
+	return func(p *v1.Pod) bool {
+		cs := demo(p)
+		return cs != nil && cs.Ready == want && condition(p, v1.PodReady) == s && condition(p, v1.ContainersReady) == s
+	}
+}
+
+func running(p *v1.Pod) bool {
+	cs := demo(p)
+	return cs != nil && cs.State.Running != nil
+}
