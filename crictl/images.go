@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -196,6 +197,7 @@ func (a *app) imagesCommand() *cobra.Command {
 	var (
 		verbose, quiet, digests, noTrunc, pinned bool
 		output                                   string
+		filters                                  []string
 	)
 	cmd := &cobra.Command{
 		Use:     "images [REPOSITORY[:TAG]]",
@@ -223,6 +225,9 @@ func (a *app) imagesCommand() *cobra.Command {
 				r.Images = slices.DeleteFunc(r.Images, func(im *runtimeapi.Image) bool { return !imageMatches(im, args[0]) })
 			}
 			sortImages(r.Images)
+			if r.Images, err = filterImages(r.Images, filters); err != nil {
+				return err
+			}
 			if output != formatTable {
 				return printProto(a.out, r, output)
 			}
@@ -236,6 +241,7 @@ func (a *app) imagesCommand() *cobra.Command {
 	fl.BoolVar(&digests, "digests", false, "show digests")
 	fl.BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
 	fl.BoolVar(&pinned, "pinned", false, "show whether the image is pinned or not")
+	fl.StringArrayVarP(&filters, "filter", "f", nil, "filter output (repeatable): dangling=true|false, reference=REGEXP, before=IMAGE, since=IMAGE")
 	return cmd
 }
 
@@ -256,6 +262,44 @@ func imageMatches(im *runtimeapi.Image, ref string) bool {
 		}
 	}
 	return false
+}
+
+// filterImages applies upstream's --filter conditions to a sorted image list: dangling=true|false (no
+// repo tags or some), reference=REGEXP (a repo tag or repo digest matches), before=IMAGE and since=IMAGE
+// (the images listed after, respectively before, IMAGE; IMAGE by name, tag, digest or ID prefix).
+func filterImages(imgs []*runtimeapi.Image, filters []string) ([]*runtimeapi.Image, error) {
+	for _, f := range filters {
+		key, val, _ := strings.Cut(f, "=")
+		switch key {
+		case "dangling":
+			dangling, err := strconv.ParseBool(val)
+			if err != nil {
+				return nil, fmt.Errorf("--filter %s: want dangling=true or dangling=false", f)
+			}
+			imgs = slices.DeleteFunc(imgs, func(im *runtimeapi.Image) bool { return (len(im.GetRepoTags()) == 0) != dangling })
+		case "reference":
+			re, err := regexp.Compile(val)
+			if err != nil {
+				return nil, fmt.Errorf("--filter %s: %w", f, err)
+			}
+			imgs = slices.DeleteFunc(imgs, func(im *runtimeapi.Image) bool {
+				return !slices.ContainsFunc(append(slices.Clone(im.GetRepoTags()), im.GetRepoDigests()...), re.MatchString)
+			})
+		case "before", "since":
+			i := slices.IndexFunc(imgs, func(im *runtimeapi.Image) bool { return imageMatches(im, val) })
+			if i < 0 {
+				return nil, fmt.Errorf("--filter %s: no image %q", f, val)
+			}
+			if key == "before" {
+				imgs = imgs[i+1:]
+			} else {
+				imgs = imgs[:i]
+			}
+		default:
+			return nil, fmt.Errorf("--filter %q: unknown filter, want dangling=, reference=, before= or since=", f)
+		}
+	}
+	return imgs, nil
 }
 
 // sortImages orders images by first repo tag, then first digest, then ID, as upstream lists them.

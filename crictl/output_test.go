@@ -3,6 +3,7 @@ package crictl
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,47 @@ func TestPrintStatusFormats(t *testing.T) {
 	}
 	if err := checkFormat("xml", formatJSON, formatYAML); err == nil || !strings.Contains(err.Error(), "json|yaml") {
 		t.Errorf("checkFormat: %v", err)
+	}
+}
+
+func TestFilterImages(t *testing.T) {
+	img := func(id string, tags ...string) *runtimeapi.Image {
+		return &runtimeapi.Image{Id: "sha256:" + id, RepoTags: tags}
+	}
+	all := []*runtimeapi.Image{img("aaa111"), img("bbb222", "nodekit.local/demo-server:v1"), img("ccc333", "nodekit.local/demo-server:v2"), img("ddd444", "nodekit.local/pause:3.10")}
+	sortImages(all)
+	ids := func(imgs []*runtimeapi.Image) string {
+		var s []string
+		for _, im := range imgs {
+			s = append(s, strings.TrimPrefix(im.GetId(), "sha256:")[:3])
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		filters []string
+		want    string
+	}{
+		// Upstream's order: by first tag where both have one, else by ID (so the untagged image first).
+		{nil, "aaa,bbb,ccc,ddd"},
+		{[]string{"dangling=true"}, "aaa"},
+		{[]string{"dangling=false"}, "bbb,ccc,ddd"},
+		{[]string{"reference=demo-server"}, "bbb,ccc"},
+		{[]string{"reference=:v2$"}, "ccc"},
+		{[]string{"before=nodekit.local/demo-server:v2"}, "ddd"},
+		{[]string{"since=nodekit.local/pause"}, "aaa,bbb,ccc"},
+		{[]string{"dangling=false", "since=ddd444"}, "bbb,ccc"},
+	} {
+		got, err := filterImages(slices.Clone(all), tc.filters)
+		if err != nil || ids(got) != tc.want {
+			t.Errorf("filterImages(%v) = %s, %v; want %s", tc.filters, ids(got), err, tc.want)
+		}
+	}
+	for _, bad := range []string{"dangling=maybe", "reference=(", "before=nosuch", "color=red"} {
+		if _, err := filterImages(all, []string{bad}); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("filterImages(%s): %v", bad, err)
+		}
+	}
+	if v1 := all[1]; !imageMatches(v1, "nodekit.local/demo-server") || imageMatches(v1, "nodekit.local/demo") || !imageMatches(v1, "bbb") {
+		t.Error("imageMatches: repo without tag and ID prefix should match, a repo prefix should not")
 	}
 }

@@ -306,6 +306,9 @@ func TestLifecycle(t *testing.T) {
 		if h, _ := tableRows(t, c.must("images", "--digests")); len(h) != 5 || h[2] != "DIGEST" {
 			t.Errorf("images --digests header = %q", h)
 		}
+		if _, rows := tableRows(t, c.must("images", "--filter", "reference=demo-server:v")); len(rows) != 2 || rows[0][0] != "nodekit.local/demo-server" {
+			t.Errorf("images --filter reference=: %v", rows)
+		}
 		if out := c.must("images", "-q"); !regexp.MustCompile(`(?m)^sha256:[0-9a-f]{64}$`).MatchString(out) {
 			t.Errorf("images -q:\n%s", out)
 		}
