@@ -79,7 +79,10 @@ func (p ConfigParams) Validate() error {
 // "io.containerd.grpc.v1.cri") for containerd 1.x, version 3 or 4 ("io.containerd.cri.v1.runtime" and
 // "io.containerd.cri.v1.images") for 2.x (see Version.ConfigVersion). Beyond the CRI settings it keeps containerd off global paths
 // other instances use: the opt plugin lives under Root, the CRI streaming server listens on a random
-// loopback port instead of :10010, and (2.x) NRI, whose socket is /var/run/nri/nri.sock, is disabled.
+// loopback port instead of :10010, runc keeps its state under State, and (2.x) NRI, whose socket is
+// /var/run/nri/nri.sock, is disabled. What containerd does not let a config move stays shared with other
+// instances: shim sockets in /run/containerd/s (named by a hash of socket, namespace and ID), pod network
+// namespaces in /var/run/netns and libcni's result cache in /var/lib/cni.
 func RenderConfig(p ConfigParams) ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -127,12 +130,14 @@ func tomlStrings(ss []string) string {
 }
 
 // runcRuntime renders the CRI plugin's runc runtime table (the same in config versions 2, 3 and 4,
-// under a different plugin): the runc v2 shim, with runc's systemd cgroup driver on or off.
-func runcRuntime(plugin, cgroupDriver string) string {
+// under a different plugin): the runc v2 shim, with runc's systemd cgroup driver on or off and runc's
+// state under <state>/runc instead of the shared /run/containerd/runc.
+func runcRuntime(plugin string, p ConfigParams) string {
 	t := "[plugins." + tomlString(plugin) + ".containerd.runtimes.runc]"
 	return "      " + t + "\n        runtime_type = \"io.containerd.runc.v2\"\n\n" +
 		"        " + t[:len(t)-1] + ".options]\n" +
-		fmt.Sprintf("          SystemdCgroup = %v\n", cgroupDriver == "systemd")
+		fmt.Sprintf("          SystemdCgroup = %v\n", p.CgroupDriver == "systemd") +
+		"          Root = " + tomlString(p.State+"/runc") + "\n"
 }
 
 var funcs = template.FuncMap{"q": tomlString, "qs": tomlStrings, "runc": runcRuntime}
@@ -166,7 +171,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       snapshotter = "overlayfs"
       default_runtime_name = "runc"
 
-{{runc "io.containerd.grpc.v1.cri" .CgroupDriver}}
+{{runc "io.containerd.grpc.v1.cri" .}}
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = {{q (index .CNIBinDirs 0)}}
       conf_dir = {{q .CNIConfDir}}
@@ -193,7 +198,7 @@ var configV3 = template.Must(template.New("v3").Funcs(funcs).Parse(`version = {{
     [plugins."io.containerd.cri.v1.runtime".containerd]
       default_runtime_name = "runc"
 
-{{runc "io.containerd.cri.v1.runtime" .CgroupDriver}}
+{{runc "io.containerd.cri.v1.runtime" .}}
     [plugins."io.containerd.cri.v1.runtime".cni]
       bin_dirs = {{qs .CNIBinDirs}}
       conf_dir = {{q .CNIConfDir}}

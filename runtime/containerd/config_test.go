@@ -75,6 +75,7 @@ func TestRenderConfigV2(t *testing.T) {
 			`path = "/d/root/opt"`,
 			`runtime_type = "io.containerd.runc.v2"`,
 			"SystemdCgroup = false",
+			`Root = "/d/state/runc"`,
 			`bin_dir = "/usr/lib/cni"`, `conf_dir = "/d/net.d"`,
 			`config_path = "/d/certs.d"`,
 		} {
@@ -114,6 +115,7 @@ func TestRenderConfigV3(t *testing.T) {
 			`[plugins."io.containerd.cri.v1.images".registry]` + "\n      config_path = \"/d/certs.d\"",
 			`[plugins."io.containerd.nri.v1.nri"]` + "\n    disable = true",
 			"SystemdCgroup = true",
+			`Root = "/d/state/runc"`,
 			`stream_server_port = "0"`,
 		} {
 			if !strings.Contains(s, want) {

@@ -68,6 +68,11 @@ func TestPodLifecycle(t *testing.T) {
 	}
 	ctrID := rt.StartContainer(t, sbID, sb, framework.DemoContainerConfig("demo", images.DemoServerV1, sb, ip))
 
+	// runc keeps the container's state in this containerd's state dir, not the shared /run/containerd.
+	if _, err := os.Stat(filepath.Join(rt.Supervisor.Params().State, "runc", "k8s.io", ctrID, "state.json")); err != nil {
+		t.Errorf("runc state of %s not under the private state dir: %v", ctrID, err)
+	}
+
 	// HTTP 200 from the pod IP, naming the pod.
 	body := framework.HTTPGet(t, "http://"+ip+":8080/")
 	want := fmt.Sprintf("demo-server v1 pod=%s namespace=%s ip=%s host=%s", name, framework.Namespace, ip, name)
