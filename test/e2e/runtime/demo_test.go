@@ -69,8 +69,8 @@ func TestDemoImage(t *testing.T) {
 		t.Errorf("UDP echo answered %q, want the pod name %q", got, "demo")
 	}
 
-	// Slow start: nothing listens for the first 2 s.
-	slow := rt.RunDemoPod(t, "slow", "--slow-start=2s")
+	// Slow start: nothing listens for the first 3 s.
+	slow := rt.RunDemoPod(t, "slow", "--slow-start=3s")
 	if _, err := framework.WaitHTTP("http://"+slow.IP+":8080/readyz", 0); err == nil {
 		t.Error("slow-start pod answered at once")
 	}
