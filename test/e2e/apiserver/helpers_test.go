@@ -10,6 +10,8 @@ func clientv3WithPrefixCount() []clientv3.OpOption {
 	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
 }
 
-func nodeObj(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+func nodeObj(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
 
 var metav1CreateOptions = metav1.CreateOptions{}
