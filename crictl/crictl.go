@@ -10,6 +10,7 @@
 package crictl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,8 +36,12 @@ const defaultTimeout = 2 * time.Second
 // defaultConfigPath is where upstream crictl looks for its configuration on Linux.
 const defaultConfigPath = "/etc/crictl.yaml"
 
-// defaultRuntimeEndpoints are tried in order when no endpoint is configured; the first whose socket
-// exists is used (upstream tries the same list, with a deprecation warning).
+// defaultDataDir is nodekit's default --data-dir; its managed containerd listens on
+// <data-dir>/containerd/containerd.sock.
+const defaultDataDir = "/var/lib/nodekit"
+
+// defaultRuntimeEndpoints are tried in order, after nodekit's own managed containerd, when no endpoint
+// is configured; the first whose socket exists is used (upstream tries the same list).
 var defaultRuntimeEndpoints = []string{
 	"unix:///run/containerd/containerd.sock",
 	"unix:///run/crio/crio.sock",
@@ -51,6 +56,7 @@ type app struct {
 	imageEndpoint   string
 	timeout         time.Duration
 	debug           bool
+	dataDir         string
 
 	in     io.Reader
 	out    io.Writer
@@ -145,6 +151,14 @@ func (a *app) tree() *cobra.Command {
 	pf.StringVarP(&a.imageEndpoint, "image-endpoint", "i", "", "endpoint of the CRI image service (env IMAGE_SERVICE_ENDPOINT; default: the runtime endpoint)")
 	pf.DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "timeout of each CRI call (e.g. 2s, 20s); 0 or less means the default")
 	pf.BoolVarP(&a.debug, "debug", "D", false, "enable debug logging")
+	// nodekit's own global flags may precede the subcommand too (`nodekit --data-dir X crictl ps`);
+	// --data-dir locates the managed containerd when no endpoint is configured.
+	pf.StringVar(&a.dataDir, "data-dir", defaultDataDir, "nodekit's data directory: its managed containerd is the default runtime endpoint")
+	pf.String("log-level", "info", "nodekit's log level (crictl logs at debug level with --debug)")
+	pf.Bool("log-json", false, "nodekit's JSON logging switch (unused by crictl)")
+	for _, name := range []string{"log-level", "log-json"} {
+		pf.MarkHidden(name)
+	}
 
 	cmd.AddCommand(
 		a.versionCommand(), a.infoCommand(),
@@ -240,12 +254,13 @@ func (a *app) resolve(flags *pflag.FlagSet) error {
 }
 
 // endpoint returns the runtime endpoint to use: the configured one, else the first default whose socket
-// exists.
+// exists (nodekit's managed containerd first).
 func (a *app) endpoint() (string, error) {
 	if a.cfg.RuntimeEndpoint != "" {
 		return a.cfg.RuntimeEndpoint, nil
 	}
-	for _, ep := range defaultRuntimeEndpoints {
+	managed := "unix://" + filepath.Join(cmp.Or(a.dataDir, defaultDataDir), "containerd", "containerd.sock")
+	for _, ep := range append([]string{managed}, defaultRuntimeEndpoints...) {
 		if p, err := cri.ParseEndpoint(ep); err == nil {
 			if _, err := os.Stat(p); err == nil {
 				slog.Debug("no runtime endpoint configured; using a default one", "endpoint", ep)
@@ -253,7 +268,7 @@ func (a *app) endpoint() (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no runtime endpoint configured (--runtime-endpoint, CONTAINER_RUNTIME_ENDPOINT or %s) and none of the defaults %v exists", defaultConfigPath, defaultRuntimeEndpoints)
+	return "", fmt.Errorf("no runtime endpoint configured (--runtime-endpoint, CONTAINER_RUNTIME_ENDPOINT or %s) and none of the defaults %v exists", defaultConfigPath, append([]string{managed}, defaultRuntimeEndpoints...))
 }
 
 // conn returns the CRI client, dialling on first use. Dialling is lazy (no Version round trip); an

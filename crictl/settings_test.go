@@ -88,3 +88,29 @@ func TestResolvePrecedence(t *testing.T) {
 		t.Errorf("-t 0: timeout %v, want the default %v", a.cfg.Timeout, defaultTimeout)
 	}
 }
+
+func TestDefaultEndpointIsManagedContainerd(t *testing.T) {
+	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", "")
+	t.Setenv("CRI_CONFIG_FILE", "")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "containerd", "containerd.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := resolveArgs(t, "--config", writeFile(t, "crictl.yaml", ""), "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep, err := a.endpoint(); err != nil || ep != "unix://"+sock {
+		t.Errorf("endpoint() = %q, %v; want nodekit's managed containerd unix://%s", ep, err, sock)
+	}
+	a, _ = resolveArgs(t, "--config", writeFile(t, "crictl.yaml", ""), "--data-dir", filepath.Join(dir, "none"))
+	if _, err := a.endpoint(); err == nil && !fileExists("/run/containerd/containerd.sock") {
+		t.Error("no socket anywhere: want an error naming the defaults")
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
