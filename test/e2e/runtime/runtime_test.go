@@ -139,7 +139,7 @@ func TestPodLifecycle(t *testing.T) {
 	if mounts, err := containerd.MountsUnder(rt.Dir); err != nil || len(mounts) != 0 {
 		t.Errorf("mounts left under %s: %v %v", rt.Dir, mounts, err)
 	}
-	if procs := processesMentioning(rt.Address()); len(procs) != 1 || procs[0] != rt.Supervisor.PID() {
+	if procs := framework.ProcessesMentioning(rt.Address()); len(procs) != 1 || procs[0] != rt.Supervisor.PID() {
 		t.Errorf("processes using %s: %v, want only containerd (pid %d): a shim is left", rt.Address(), procs, rt.Supervisor.PID())
 	}
 }
@@ -223,23 +223,6 @@ func readCRILog(t *testing.T, path string) []string {
 		out = append(out, parts[3])
 	}
 	return out
-}
-
-// processesMentioning lists PIDs whose command line contains s.
-func processesMentioning(s string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), s) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // archiveDigest reads the manifest digest of a bundled image's archive from its index.json.

@@ -2,9 +2,9 @@ package containerd
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,23 +84,23 @@ func bridgeOf(dir string) string {
 	return ""
 }
 
-// processMentions reports whether any process's command line contains s.
-func processMentions(s string) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true // cannot tell: assume in use
-	}
+// ProcessesMentioning lists the PIDs whose command line contains s (e.g. a containerd socket path:
+// containerd itself and the shims it started name it).
+func ProcessesMentioning(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
-			continue
-		}
-		if strings.Contains(string(cmdline), s) {
-			return true
+		if err == nil && strings.Contains(string(cmdline), s) {
+			pids = append(pids, pid)
 		}
 	}
-	return false
+	return pids
 }
+
+// processMentions reports whether any process's command line contains s.
+func processMentions(s string) bool { return len(ProcessesMentioning(s)) > 0 }
