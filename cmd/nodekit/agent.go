@@ -255,6 +255,9 @@ func installCNIPlugin(binDir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, err
+	}
 	src := filepath.Join(filepath.Dir(exe), netconf.PluginType)
 	if _, err := os.Stat(src); err == nil {
 		dst, err := cniinstall.Install(src, binDir)

@@ -31,8 +31,8 @@ var (
 	binErr  error
 )
 
-// nodekitBinary builds cmd/nodekit once per test binary, or returns $NODEKIT_BIN when set (a binary
-// built beforehand, e.g. by `make build`).
+// nodekitBinary builds cmd/nodekit and cmd/nodekit-cni once per test binary, or returns $NODEKIT_BIN
+// when set (a binary built beforehand, e.g. by `make build`, with nodekit-cni beside it).
 func nodekitBinary(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("NODEKIT_BIN"); b != "" {
@@ -45,9 +45,10 @@ func nodekitBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "nodekit")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/nodekit/nodekit/cmd/nodekit").CombinedOutput()
+		// nodekit-cni goes next to nodekit, where the agent installs it from.
+		out, err := exec.Command("go", "build", "-o", dir, "github.com/nodekit/nodekit/cmd/nodekit", "github.com/nodekit/nodekit/cmd/nodekit-cni").CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("go build ./cmd/nodekit: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/nodekit ./cmd/nodekit-cni: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {
@@ -84,12 +85,67 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// agentProc is a running `nodekit agent`.
+type agentProc struct {
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{} // closed when the process exited; err is then set
+	err  error
+}
+
+// startAgent starts `nodekit agent args...`; cleanup stops it (SIGTERM, SIGKILL after 30 s) and prints
+// its output when the test failed.
+func startAgent(t *testing.T, args ...string) *agentProc {
+	t.Helper()
+	a := &agentProc{cmd: exec.Command(nodekitBinary(t), append([]string{"agent"}, args...)...), done: make(chan struct{})}
+	a.cmd.Stdout, a.cmd.Stderr = &a.out, &a.out
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.err = a.cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		a.stop(30 * time.Second) // its managed containerd, if any, gets SIGTERM through Pdeathsig
+		if t.Failed() {
+			t.Logf("agent output:\n%s", a.out.String())
+		}
+	})
+	return a
+}
+
+// stop sends SIGTERM and waits up to timeout (then SIGKILL); it returns the exit error, or an error
+// saying it had to be killed.
+func (a *agentProc) stop(timeout time.Duration) error {
+	select {
+	case <-a.done:
+		return a.err
+	default:
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+		return a.err
+	case <-time.After(timeout):
+		a.cmd.Process.Kill()
+		<-a.done
+		return fmt.Errorf("agent did not exit within %v of SIGTERM", timeout)
+	}
+}
+
+// alive fails t when the agent has exited.
+func (a *agentProc) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.done:
+		t.Fatalf("agent exited: %v", a.err)
+	default:
+	}
+}
+
 // TestAgentBinary runs `nodekit agent` as a process against the bundled API server and a containerd
 // endpoint: the node registers and goes Ready, a pod bound to it runs and its logs come back through
 // the API server (pods/log → kubelet server), a static pod runs with a Running mirror pod, and SIGTERM
 // stops the agent cleanly (exit 0) while the containers keep running.
 func TestAgentBinary(t *testing.T) {
-	bin := nodekitBinary(t)
 	rt := ctrfw.Start(t, ctrfw.Options{})
 	api := apifw.Start(t, apifw.Options{})
 	admin := api.Client
@@ -102,34 +158,13 @@ func TestAgentBinary(t *testing.T) {
 		"nodeStatusUpdateFrequency: 1s\nnodeLeaseDurationSeconds: 4\nfileCheckFrequency: 1s\nstaticPodPath: %s\npodLogsDir: %s\n",
 		manifests, filepath.Join(dir, "pods"))), 0o644)
 	port := freePort(t)
-	var out syncBuffer
-	cmd := exec.Command(bin, "agent", "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", api.NodeKubeconfig(t, nodeName),
+	agent := startAgent(t, "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", api.NodeKubeconfig(t, nodeName),
 		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--container-runtime-endpoint", rt.Endpoint(), "--config", cfgFile, "--cni-conf-dir", filepath.Join(dir, "net.d"))
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-		}
-		if t.Failed() {
-			t.Logf("agent output:\n%s", out.String())
-		}
-	})
 	ctx := context.Background()
 
 	waitFor(t, 60*time.Second, "node Ready", func() (bool, string) {
+		agent.alive(t)
 		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -188,19 +223,83 @@ func TestAgentBinary(t *testing.T) {
 	})
 
 	// SIGTERM: clean exit; containers keep running (the next agent adopts them).
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("agent exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not exit within 30 s of SIGTERM")
+	if err := agent.stop(30 * time.Second); err != nil {
+		t.Errorf("agent after SIGTERM: %v", err)
 	}
 	cs, err := rt.CRI.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
 	if err != nil || len(cs.GetContainers()) < 2 {
 		t.Errorf("running containers after the agent stopped: %d, %v (want the pod's and the static pod's)", len(cs.GetContainers()), err)
+	}
+}
+
+// TestAgentManagedContainerd runs `nodekit agent` without --container-runtime-endpoint: it starts its own
+// containerd and imports the bundled images from --images-dir. The node registers NotReady with the
+// runtime's NetworkReady=false reason until it has a podCIDR, then the agent writes the CNI conflist and
+// the node turns Ready, reporting the imported images; SIGTERM stops the agent and its containerd.
+func TestAgentManagedContainerd(t *testing.T) {
+	imagesDir := ctrfw.ImagesDir(t)
+	api := apifw.Start(t, apifw.Options{})
+	admin := api.Client
+	nodeName := randName("nk-managed-")
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "d")
+	agent := startAgent(t, "--data-dir", dataDir, "--kubeconfig", api.NodeKubeconfig(t, nodeName),
+		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(freePort(t)),
+		"--images-dir", imagesDir, "--cni-conf-dir", filepath.Join(dir, "net.d"), "--node-status-update-frequency", "1s")
+	ctx := context.Background()
+	ready := func(n *v1.Node) *v1.NodeCondition {
+		if r := readyCondition(n); r != nil {
+			return r
+		}
+		return &v1.NodeCondition{}
+	}
+	waitFor(t, 90*time.Second, "node NotReady for the network", func() (bool, string) {
+		agent.alive(t)
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		r := ready(n)
+		return r.Status == v1.ConditionFalse && strings.Contains(r.Message, "container runtime network not ready: NetworkReady=false"), fmt.Sprintf("%+v", r)
+	})
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType,
+		[]byte(`{"spec":{"podCIDR":"10.244.10.0/24","podCIDRs":["10.244.10.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var node *v1.Node
+	waitFor(t, 60*time.Second, "node Ready with the conflist in place", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		node = n
+		return ready(n).Status == v1.ConditionTrue, fmt.Sprintf("%+v", ready(n))
+	})
+	if !strings.HasPrefix(node.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
+		t.Errorf("containerRuntimeVersion = %q", node.Status.NodeInfo.ContainerRuntimeVersion)
+	}
+	names := map[string]bool{}
+	for _, img := range node.Status.Images {
+		for _, n := range img.Names {
+			names[n] = true
+		}
+	}
+	for _, want := range images.All {
+		if !names[want] {
+			t.Errorf("status.images lacks imported %s: %v", want, node.Status.Images)
+		}
+	}
+
+	sock := filepath.Join(dataDir, "containerd", "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		t.Errorf("managed containerd socket: %v", err)
+	}
+	if err := agent.stop(40 * time.Second); err != nil {
+		t.Errorf("agent after SIGTERM: %v", err)
+	}
+	if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		c.Close()
+		t.Error("managed containerd still answers after the agent stopped")
 	}
 }
