@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/kubelet/server"
@@ -39,8 +42,8 @@ func (p podList) GetPodByName(ns, name string) (*v1.Pod, bool) {
 }
 
 // TestKubeletServerOnContainerd serves the kubelet API over a real containerd with a real demo pod and
-// checks authentication, /healthz, /pods, /containerLogs of the container, exec through the CRI
-// streaming server, /stats/summary and /metrics.
+// checks authentication, /healthz, /pods, /containerLogs of the container (plain, tail, timestamps,
+// follow), exec and port-forward through the CRI streaming server, /stats/summary and /metrics.
 func TestKubeletServerOnContainerd(t *testing.T) {
 	rt := ctrfw.Start(t, ctrfw.Options{})
 	pod := rt.RunDemoPod(t, "web")
@@ -122,6 +125,36 @@ func TestKubeletServerOnContainerd(t *testing.T) {
 	if stdout.String() != "hello-from-exec\n" {
 		t.Errorf("exec stdout = %q", stdout.String())
 	}
+
+	// port-forward through the kubelet server to the pod's port 8080 (SPDY, CRI PortForward).
+	pfRT, upgrader, err := spdy.RoundTripperFor(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: pfRT}, http.MethodPost, mustURL(t, base+"/portForward/"+pod.Namespace+"/"+pod.Name))
+	stopPF, readyPF := make(chan struct{}), make(chan struct{})
+	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stopPF, readyPF, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pfDone := make(chan error, 1)
+	go func() { pfDone <- pf.ForwardPorts() }()
+	select {
+	case <-readyPF:
+	case err := <-pfDone:
+		t.Fatalf("port-forward: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("port-forward not ready within 20 s")
+	}
+	ports, err := pf.GetPorts()
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("port-forward ports: %v %v", ports, err)
+	}
+	if code, body := get(t, &http.Client{Timeout: 10 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/", ports[0].Local)); code != 200 || !strings.Contains(body, "web") {
+		t.Errorf("GET through port-forward = %d %q", code, body)
+	}
+	close(stopPF)
+	<-pfDone
 
 	code, body = get(t, c, base+"/stats/summary")
 	var sum statsapi.Summary
