@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -77,7 +78,7 @@ func newNode(t *testing.T, noStart bool) *node {
 	} else {
 		n.api = apiserver.Start(t, apiserver.Options{})
 		n.client = n.api.Client
-		n.nodeClient = n.api.NodeClient(t, n.name)
+		n.nodeClient = kubernetes.NewForConfigOrDie(withKubeletQPS(n.api.NodeConfig(t, n.name)))
 	}
 	dir := t.TempDir()
 	n.rootDir, n.logDir = filepath.Join(dir, "kubelet"), filepath.Join(dir, "pods-logs")
@@ -147,6 +148,13 @@ func (n *node) stop() {
 // cross-process access, so tests that need those adapt or skip).
 const fakeAPIEnv = "NODEKIT_KUBELET_E2E_FAKE_API"
 
+// withKubeletQPS sets the kubelet's API client rate limits to upstream's defaults (kubeAPIQPS 50,
+// kubeAPIBurst 100) instead of client-go's 5/10.
+func withKubeletQPS(c *rest.Config) *rest.Config {
+	c.QPS, c.Burst = 50, 100
+	return c
+}
+
 // childEnv carries a child kubelet's settings (see TestMain).
 const childEnv = "NODEKIT_KUBELET_E2E_CHILD"
 
@@ -209,7 +217,7 @@ func runChild(spec string) {
 		panic(err)
 	}
 	n := &node{name: s.Node, rootDir: s.RootDir, logDir: s.LogDir, cgroupRoot: s.CgroupRoot}
-	kl, err := kubelet.New(n.config(kubernetes.NewForConfigOrDie(cfg), c, slog.New(slog.NewTextHandler(os.Stderr, nil))))
+	kl, err := kubelet.New(n.config(kubernetes.NewForConfigOrDie(withKubeletQPS(cfg)), c, slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	if err != nil {
 		panic(err)
 	}

@@ -64,7 +64,10 @@ func start(b *testing.B) *setup {
 		s.client, nodeClient = c, c
 	} else {
 		api := apiserver.Start(b, apiserver.Options{})
-		s.client, nodeClient = api.Client, api.NodeClient(b, s.node)
+		// The kubelet's client gets upstream's kubeAPIQPS/kubeAPIBurst defaults (50/100).
+		cfg := api.NodeConfig(b, s.node)
+		cfg.QPS, cfg.Burst = 50, 100
+		s.client, nodeClient = api.Client, kubernetes.NewForConfigOrDie(cfg)
 	}
 	dir := b.TempDir()
 	kl, err := kubelet.New(kubelet.Config{

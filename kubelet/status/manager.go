@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 )
 
 // Annotations that mark static and mirror pods (upstream's kubetypes).
@@ -67,9 +66,10 @@ func equal(a, b *v1.PodStatus) bool {
 }
 
 // SetPodStatus records status for pod and, when it differs from what the API has (pod.Status as the
-// caller last saw it, or the last status written), writes it with UpdateStatus on a fresh copy of the
-// object, retrying on conflicts. A pod gone from the API, or replaced by one with another UID, is not
-// written. Static pods write to their mirror pod when one exists.
+// caller last saw it, or the last status written), writes it through the pods/status subresource with
+// one JSON merge patch carrying the pod's UID as a precondition (as upstream's status manager does: a
+// pod replaced by another of the same name is never written). A pod gone from the API is not written.
+// Static pods write to their mirror pod when one exists.
 func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
 	m.mu.Lock()
 	last, cached := m.statuses[pod.UID]
@@ -78,26 +78,21 @@ func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodSt
 	if (cached && equal(&last, &status)) || (!cached && equal(&pod.Status, &status)) {
 		return nil
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := m.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if IsStatic(pod) {
-			if _, ok := cur.Annotations[ConfigMirrorAnnotation]; !ok {
-				return nil
-			}
-		} else if cur.UID != pod.UID {
+	uid := pod.UID
+	if IsStatic(pod) {
+		mirror, err := m.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || mirror.Annotations[ConfigMirrorAnnotation] == "" {
 			return nil
 		}
-		if equal(&cur.Status, &status) {
-			return nil
-		}
-		cur.Status = status
-		_, err = m.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		uid = mirror.UID
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid}, "status": status})
+	if err != nil {
 		return err
-	})
-	if apierrors.IsNotFound(err) {
+	}
+	_, err = m.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or replaced by a pod with another UID: nothing of ours to write.
 		return nil
 	}
 	if err != nil {
@@ -105,7 +100,7 @@ func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodSt
 		m.mu.Lock()
 		delete(m.statuses, pod.UID)
 		m.mu.Unlock()
-		return fmt.Errorf("update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fmt.Errorf("patch status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	m.log.Debug("pod status written", "pod", pod.Namespace+"/"+pod.Name, "phase", status.Phase)
 	return nil
