@@ -1,0 +1,68 @@
+package apiserver_test
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fw "github.com/nodekit/nodekit/test/framework/apiserver"
+)
+
+// TestPodLogProxiedToKubelet checks pods/log reaches the pod's node at its InternalIP and kubelet port,
+// on /containerLogs/<ns>/<pod>/<container>, authenticated with the API server's kubelet client
+// certificate. A TLS server on loopback stands in for the node's kubelet (the kubelet is tested elsewhere).
+func TestPodLogProxiedToKubelet(t *testing.T) {
+	s := fw.Start(t, fw.Options{})
+	ctx := ctxT(t)
+	type seen struct{ path, query, cn string }
+	got := make(chan seen, 1)
+	kubelet := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cn := ""
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			cn = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		got <- seen{r.URL.Path, r.URL.RawQuery, cn}
+		io.WriteString(w, "hello from the container\n")
+	}))
+	kubelet.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	kubelet.StartTLS()
+	defer kubelet.Close()
+	_, portStr, _ := net.SplitHostPort(kubelet.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}}}}
+	if _, err := s.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("p", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tail := int64(5)
+	body, err := s.Client.CoreV1().Pods("default").GetLogs("p", &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(body) != "hello from the container\n" {
+		t.Fatalf("log body %q", body)
+	}
+	r := <-got
+	if r.path != "/containerLogs/default/p/c" || r.query != "tailLines=5" || r.cn != "kube-apiserver-kubelet-client" {
+		t.Fatalf("kubelet saw %+v", r)
+	}
+	// an unscheduled pod has no kubelet to ask: 400.
+	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("q", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoreV1().Pods("default").GetLogs("q", &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
+		t.Fatal("logs of an unscheduled pod must fail")
+	}
+}
