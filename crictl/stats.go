@@ -84,8 +84,9 @@ func cpuPercent(prev, cur *runtimeapi.CpuUsage) (float64, error) {
 func (a *app) statsCommand() *cobra.Command {
 	var f statsFlags
 	cmd := &cobra.Command{
-		Use:   "stats [CONTAINER-ID...]",
+		Use:   "stats [CONTAINER-ID]",
 		Short: "List container(s) resource usage statistics",
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
 				return err
@@ -102,11 +103,9 @@ func (a *app) statsCommand() *cobra.Command {
 			defer cancel()
 			filter := &runtimeapi.ContainerStatsFilter{Id: f.id, LabelSelector: labels}
 			if len(args) == 1 && f.id == "" {
-				args[0], err = resolveContainerID(c, rt, args[0])
-				if err != nil {
+				if filter.Id, err = resolveContainerID(c, rt, args[0]); err != nil {
 					return err
 				}
-				filter.Id = args[0]
 			}
 			if f.pod != "" {
 				if filter.PodSandboxId, err = resolvePodID(c, rt, f.pod); err != nil {
@@ -159,7 +158,8 @@ func (a *app) statsCommand() *cobra.Command {
 func (a *app) statspCommand() *cobra.Command {
 	var f statsFlags
 	cmd := &cobra.Command{
-		Use:   "statsp [POD-ID...]",
+		Use:   "statsp [POD-ID]",
+		Args:  cobra.MaximumNArgs(1),
 		Short: "List pod statistics. Stats represent a structured API that will fulfill the Kubelet's /stats/summary endpoint.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {

@@ -501,10 +501,24 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 
-	// stop → rm → stopp → rmp; nothing is left.
+	// stop → rm → stopp → rmp; nothing is left. `logs -f` follows the log until the container stops.
 	c.mustFail([]string{"rm", ctrID}, "is running, please stop it first")
+	follow := &syncBuffer{}
+	followDone := make(chan error, 1)
+	go func() {
+		followDone <- crictl.Run(context.Background(), []string{"-r", c.ep, "logs", "-f", ctrID}, strings.NewReader(""), follow, follow)
+	}()
 	if got := strings.TrimSpace(c.must("stop", "--timeout", "5", ctrID[:11])); got != ctrID {
 		t.Errorf("stop printed %q", got)
+	}
+	select {
+	case err := <-followDone:
+		// The demo server logs its SIGTERM and its exit; the follower saw them and then ended.
+		if err != nil || !strings.Contains(follow.String(), "received SIGTERM") || !strings.Contains(follow.String(), "exiting") {
+			t.Errorf("logs -f ended with %v; output:\n%s", err, follow.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("logs -f still following 30s after the container stopped; output:\n%s", follow.String())
 	}
 	if out := c.must("ps", "-a", "--state", "exited", "-q"); strings.TrimSpace(out) != ctrID {
 		t.Errorf("ps --state exited -q = %q, want %s", out, ctrID)
