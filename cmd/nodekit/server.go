@@ -2,21 +2,30 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/controlplane/scheduler"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // serverFlags are `nodekit server`'s flags.
 var serverFlags struct {
-	api        server.Options
-	etcdClient string
-	etcd       etcd.Config
+	api         server.Options
+	etcdClient  string
+	etcd        etcd.Config
+	controllers controllers.Options
+	scheduler   scheduler.Options
 }
 
 func init() {
@@ -44,6 +53,10 @@ func init() {
 	f.StringVar(&o.etcd.CAFile, "etcd-cafile", "", "external etcd CA file")
 	f.StringVar(&o.etcd.CertFile, "etcd-certfile", "", "external etcd client certificate")
 	f.StringVar(&o.etcd.KeyFile, "etcd-keyfile", "", "external etcd client key")
+	f.StringVar(&o.controllers.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network range nodes' podCIDRs are cut from")
+	f.IntVar(&o.controllers.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's podCIDR")
+	f.DurationVar(&o.controllers.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "a node whose lease is not renewed for this long becomes NotReady (Unknown)")
+	f.StringSliceVar(&o.controllers.Controllers, "controllers", nil, "controllers to run (default: all)")
 	root.AddCommand(cmd)
 }
 
@@ -65,10 +78,33 @@ func runServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	startControllers(ctx, api.KubeconfigPath)
+	if err := startControllers(ctx, api.KubeconfigPath); err != nil {
+		return err
+	}
 	return api.Run(ctx)
 }
 
-// startControllers is where the scheduler and the controller manager are started, as API clients using
-// the admin kubeconfig. The lead wires them here.
-func startControllers(_ context.Context, _ string) {}
+// startControllers starts the scheduler and the controller manager as ordinary API clients on the admin
+// kubeconfig: they reach etcd only through the API server, and their informers retry until it serves.
+// A control loop that exits with an error is logged; the API server keeps serving.
+func startControllers(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
+	}
+	go func() {
+		if err := scheduler.Run(ctx, client, serverFlags.scheduler); err != nil && ctx.Err() == nil {
+			slog.Error("scheduler stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := controllers.Run(ctx, client, serverFlags.controllers); err != nil && ctx.Err() == nil {
+			slog.Error("controller manager stopped", "err", err)
+		}
+	}()
+	return nil
+}
