@@ -160,11 +160,15 @@ func (c *Controller) monitorNode(ctx context.Context, n *v1.Node, now time.Time)
 			h.leaseTime, h.probe = rt, now
 		}
 	}
-	if rc := readyCondition(n); rc != nil && !rc.LastHeartbeatTime.Time.Equal(h.heartbeat) {
+	rc := readyCondition(n)
+	if rc != nil && !rc.LastHeartbeatTime.Time.Equal(h.heartbeat) {
 		h.heartbeat, h.probe = rc.LastHeartbeatTime.Time, now
 	}
+	if rc == nil && now.Sub(h.probe) <= c.opts.GracePeriod {
+		return nil // a new Node whose kubelet has not posted status yet: give it the grace period
+	}
 	status := v1.ConditionUnknown
-	if rc := readyCondition(n); rc != nil {
+	if rc != nil {
 		status = rc.Status
 	}
 	if now.Sub(h.probe) > c.opts.GracePeriod && status != v1.ConditionUnknown {

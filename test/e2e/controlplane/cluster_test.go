@@ -132,6 +132,17 @@ func (c *cluster) addNode(name, cpu, memory string) *fakeNode {
 	n := &fakeNode{name: name, client: c.Client, t: t, nextIP: 2}
 	n.Start()
 	t.Cleanup(n.Stop)
+	// Usable once Ready (posted by the agent) and given a podCIDR (by node IPAM).
+	eventually(t, 20*time.Second, "node "+name+" ready with a podCIDR", func() error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rc := readyCondition(node); rc == nil || rc.Status != v1.ConditionTrue || node.Spec.PodCIDR == "" {
+			return errorf("ready=%+v podCIDR=%q", rc, node.Spec.PodCIDR)
+		}
+		return nil
+	})
 	return n
 }
 
@@ -178,7 +189,9 @@ func (n *fakeNode) heartbeat(ctx context.Context) {
 }
 
 // beat renews the Lease and posts Ready=True with a fresh heartbeat time.
-func (n *fakeNode) beat(ctx context.Context) {
+func (n *fakeNode) beat(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, 5*time.Second) // a hung request must not stop the heartbeats
+	defer cancel()
 	now := metav1.NowMicro()
 	leases := n.client.CoordinationV1().Leases(v1.NamespaceNodeLease)
 	lease, err := leases.Get(ctx, n.name, metav1.GetOptions{})

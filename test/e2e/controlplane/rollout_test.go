@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 )
 
 // availabilityWatcher watches the pods of one app and records the fewest Ready, not-deleting pods
@@ -150,11 +151,15 @@ func TestRollingUpdateKeepsAvailabilityAndEndpointSlicesFollowReadiness(t *testi
 
 	w := watchAvailability(t, c, "app=web")
 	w.arm()
-	cur, err := c.Client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-	must(t, err)
-	cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
-	_, err = c.Client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{})
-	must(t, err)
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
+		_, err = c.Client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
 	waitComplete("demo:v2")
 
 	w.mu.Lock()
