@@ -208,7 +208,14 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		if err != nil {
 			return err
 		}
-		g.Go(func() error { return src.Run(gctx) })
+		g.Go(func() error {
+			select { // mirror pods need the Node (their owner)
+			case <-ns.Registered():
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			return src.Run(gctx)
+		})
 	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -12,9 +12,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// streamOptions are the exec/attach query parameters as the API server sends them to the kubelet
-// (v1.ExecStdinParam "input", ExecStdoutParam "output", ExecStderrParam "error", ExecTTYParam "tty",
-// each "1" or "true"; "command" repeated for exec).
+// streamOptions are the exec/attach query parameters as upstream's API server sends them to the
+// kubelet (v1.ExecStdinParam "input", ExecStdoutParam "output", ExecStderrParam "error", ExecTTYParam
+// "tty", each "1"; "command" repeated for exec). The v1.PodExecOptions spellings (stdin, stdout, stderr,
+// "true") are accepted too, for API servers and clients that pass those through unchanged.
 type streamOptions struct {
 	stdin, stdout, stderr, tty bool
 	command                    []string
@@ -22,9 +23,16 @@ type streamOptions struct {
 
 func parseStreamOptions(r *http.Request, exec bool) (streamOptions, error) {
 	q := r.URL.Query()
-	flag := func(name string) bool { v := q.Get(name); return v == "1" || v == "true" }
+	flag := func(names ...string) bool {
+		for _, n := range names {
+			if v := q.Get(n); v == "1" || v == "true" {
+				return true
+			}
+		}
+		return false
+	}
 	o := streamOptions{
-		stdin: flag(v1.ExecStdinParam), stdout: flag(v1.ExecStdoutParam), stderr: flag(v1.ExecStderrParam),
+		stdin: flag(v1.ExecStdinParam, "stdin"), stdout: flag(v1.ExecStdoutParam, "stdout"), stderr: flag(v1.ExecStderrParam, "stderr"),
 		tty: flag(v1.ExecTTYParam), command: q[v1.ExecCommandParam],
 	}
 	if o.tty && o.stderr {

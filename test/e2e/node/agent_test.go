@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/images"
@@ -143,7 +146,8 @@ func (a *agentProc) alive(t *testing.T) {
 
 // TestAgentBinary runs `nodekit agent` as a process against the bundled API server and a containerd
 // endpoint: the node registers and goes Ready, a pod bound to it runs and its logs come back through
-// the API server (pods/log → kubelet server), a static pod runs with a Running mirror pod, and SIGTERM
+// the API server (pods/log → kubelet server), `kubectl exec` works (pods/exec → kubelet server → CRI
+// streaming), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod, and SIGTERM
 // stops the agent cleanly (exit 0) while the containers keep running.
 func TestAgentBinary(t *testing.T) {
 	rt := ctrfw.Start(t, ctrfw.Options{})
@@ -208,6 +212,20 @@ func TestAgentBinary(t *testing.T) {
 		b, err := admin.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "web"}).DoRaw(ctx)
 		return err == nil && strings.Contains(string(b), "demo-server v1 starting pod="), fmt.Sprintf("%q %v", b, err)
 	})
+
+	// `kubectl exec`: pods/exec through the API server to the kubelet server, then the CRI streaming server.
+	req := admin.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("exec").
+		VersionedParams(&v1.PodExecOptions{Container: "web", Command: []string{"hostname"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(api.Config, http.MethodPost, req.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ecancel()
+	if err := ex.StreamWithContext(ectx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil || stdout.String() != pod.Name+"\n" {
+		t.Errorf("exec hostname through the API server: %q (stderr %q), %v", stdout.String(), stderr.String(), err)
+	}
 
 	// A static pod runs and its mirror pod shows its status.
 	os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n"+
