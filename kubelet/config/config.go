@@ -39,7 +39,7 @@ var Supported = []string{
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
 	"clusterDNS", "clusterDomain",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
-	"maxPods", "cgroupDriver", "registerWithTaints", "registerNode",
+	"maxPods", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint",
 }
 
@@ -48,7 +48,6 @@ var Supported = []string{
 // that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
 // and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	registerNode := true
 	anonymous := false
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
@@ -62,7 +61,6 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		NodeLeaseDurationSeconds:  40,
 		MaxPods:                   110,
 		CgroupDriver:              "cgroupfs",
-		RegisterNode:              &registerNode,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},
@@ -128,8 +126,8 @@ func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, []string, error)
 }
 
 // Validate checks the supported fields: port 1-65535, positive frequencies and lease duration, maxPods
-// > 0, cgroupDriver cgroupfs or systemd, well-formed taints, and anonymous authentication off. The error
-// names the field.
+// > 0, cgroupDriver cgroupfs or systemd, well-formed taints, anonymous and webhook authentication off.
+// The error names the field.
 func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	switch {
 	case c.Port < 1 || c.Port > 65535:
@@ -152,6 +150,8 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")
 	case c.Authentication.Anonymous.Enabled != nil && *c.Authentication.Anonymous.Enabled:
 		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate")
+	case c.Authentication.Webhook.Enabled != nil && *c.Authentication.Webhook.Enabled:
+		return fmt.Errorf("authentication.webhook.enabled: not supported; nodekit's kubelet server authenticates client certificates only (authentication.x509.clientCAFile)")
 	case (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == ""):
 		return fmt.Errorf("tlsCertFile/tlsPrivateKeyFile: set both or neither")
 	}

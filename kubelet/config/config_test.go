@@ -75,6 +75,7 @@ func TestDecodeErrors(t *testing.T) {
 		{head + "cgroupDriver: foo\n", `cgroupDriver: "foo"`},
 		{head + "registerWithTaints: [{key: a, effect: Sometimes}]\n", `registerWithTaints[0]: effect "Sometimes"`},
 		{head + "authentication: {anonymous: {enabled: true}}\n", "authentication.anonymous.enabled"},
+		{head + "authentication: {webhook: {enabled: true}}\n", "authentication.webhook.enabled: not supported"},
 		{"apiVersion: v1\nkind: Pod\n", `apiVersion/kind is "v1"/"Pod"`},
 	} {
 		_, _, err := Decode([]byte(tc.in))
