@@ -526,7 +526,7 @@ func (a *app) inspectCommand() *cobra.Command {
 				if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED || s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 					ts["finishedAt"] = s.GetFinishedAt()
 				}
-				docs = append(docs, statusDoc{key: "status", status: s, info: r.GetInfo(), fix: timeFields(ts)})
+				docs = append(docs, statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true})
 			}
 			return printStatus(a.out, docs, sf.output, sf.template)
 		},

@@ -416,7 +416,7 @@ func (a *app) inspectiCommand() *cobra.Command {
 					}
 					continue
 				}
-				docs = append(docs, statusDoc{key: "status", status: r.GetImage(), info: r.GetInfo()})
+				docs = append(docs, statusDoc{status: r.GetImage(), info: r.GetInfo()})
 			}
 			return printStatus(a.out, docs, sf.output, sf.template)
 		},
@@ -554,7 +554,7 @@ func (a *app) imagefsinfoCommand() *cobra.Command {
 				}
 				return nil
 			}
-			return printStatus(a.out, []statusDoc{{key: "status", status: r}}, sf.output, sf.template)
+			return printStatus(a.out, []statusDoc{{status: r}}, sf.output, sf.template)
 		},
 	}
 	sf.add(cmd, formatJSON, "json|yaml|go-template|table")

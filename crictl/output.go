@@ -127,29 +127,19 @@ func checkFormat(format string, allowed ...string) error {
 	return fmt.Errorf("--output: unsupported format %q, want one of %s", format, strings.Join(allowed, "|"))
 }
 
-// statusDoc is one object of an inspect-style answer: the message's status as JSON plus the verbose
-// info map the runtime returned (values that look like JSON objects are decoded, others kept as text),
-// which is the document upstream crictl renders for inspect, inspectp, inspecti, info and imagefsinfo.
+// statusDoc is one object of an inspect-style answer: the message as "status" (nanosecond timestamps
+// named in times rendered as RFC 3339 text) plus extra keys and the verbose info map the runtime returned
+// (values that look like JSON are decoded, others kept as text). It is the document upstream crictl
+// renders for inspect, inspectp, inspecti, info and imagefsinfo; like upstream's, its keys come out
+// sorted.
 type statusDoc struct {
-	key    string // top-level key for the message ("status", or "" to merge the message's fields)
 	status proto.Message
-	extra  map[string]any
-	info   map[string]string
-	fix    func(status map[string]any) // adjusts the status fields (e.g. timestamps) before printing
-}
-
-// timeFields returns a statusDoc fix that renders the named nanosecond timestamps as RFC 3339 text,
-// as upstream's inspect output does; a zero timestamp stays the zero time.
-func timeFields(ts map[string]int64) func(map[string]any) {
-	return func(m map[string]any) {
-		for k, ns := range ts {
-			t := time.Time{}
-			if ns != 0 {
-				t = time.Unix(0, ns)
-			}
-			m[k] = t.Format(time.RFC3339Nano)
-		}
-	}
+	times  map[string]int64
+	// allFields lists every top-level field of status, unset message fields as null, as upstream's
+	// inspect and inspectp do.
+	allFields bool
+	extra     map[string]any
+	info      map[string]string
 }
 
 func (d statusDoc) toMap() (map[string]any, error) {
@@ -159,18 +149,26 @@ func (d statusDoc) toMap() (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		var v map[string]any
-		if err := json.Unmarshal(b, &v); err != nil {
+		var status map[string]any
+		if err := json.Unmarshal(b, &status); err != nil {
 			return nil, err
 		}
-		if d.fix != nil {
-			d.fix(v)
+		if d.allFields {
+			fields := d.status.ProtoReflect().Descriptor().Fields()
+			for i := 0; i < fields.Len(); i++ {
+				if _, ok := status[fields.Get(i).JSONName()]; !ok {
+					status[fields.Get(i).JSONName()] = nil
+				}
+			}
 		}
-		if d.key == "" {
-			m = v
-		} else {
-			m[d.key] = v
+		for k, ns := range d.times {
+			t := time.Time{}
+			if ns != 0 {
+				t = time.Unix(0, ns)
+			}
+			status[k] = t.Format(time.RFC3339Nano)
 		}
+		m["status"] = status
 	}
 	for k, v := range d.extra {
 		m[k] = v

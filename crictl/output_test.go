@@ -134,8 +134,8 @@ func TestPrintProtoJSONAndYAML(t *testing.T) {
 func TestPrintStatusFormats(t *testing.T) {
 	st := &runtimeapi.PodSandboxStatus{Id: "abc", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1700000000123456789,
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns"}}
-	doc := statusDoc{key: "status", status: st, info: map[string]string{"info": `{"pid": 42}`, "plain": `"text"`},
-		fix: timeFields(map[string]int64{"createdAt": st.CreatedAt})}
+	doc := statusDoc{status: st, info: map[string]string{"info": `{"pid": 42}`, "plain": `"text"`},
+		times: map[string]int64{"createdAt": st.CreatedAt}}
 	var buf bytes.Buffer
 	if err := printStatus(&buf, []statusDoc{doc}, formatJSON, ""); err != nil {
 		t.Fatal(err)
@@ -151,6 +151,11 @@ func TestPrintStatusFormats(t *testing.T) {
 	}
 	if m["info"].(map[string]any)["pid"] != float64(42) || m["plain"] != "text" {
 		t.Errorf("info decoding: %v", m)
+	}
+	// Keys come out sorted at every level, as upstream's (which re-decodes into maps) do.
+	out := buf.String()
+	if i, j, k := strings.Index(out, `"createdAt"`), strings.Index(out, `"id"`), strings.Index(out, `"state"`); !(i < j && j < k) {
+		t.Errorf("status keys not sorted:\n%s", out)
 	}
 
 	buf.Reset()
@@ -221,5 +226,19 @@ func TestFilterImages(t *testing.T) {
 	}
 	if v1 := all[1]; !imageMatches(v1, "nodekit.local/demo-server") || imageMatches(v1, "nodekit.local/demo") || !imageMatches(v1, "bbb") {
 		t.Error("imageMatches: repo without tag and ID prefix should match, a repo prefix should not")
+	}
+}
+
+func TestStatusAllFields(t *testing.T) {
+	st := &runtimeapi.ContainerStatus{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	for _, all := range []bool{false, true} {
+		m, err := statusDoc{status: st, allFields: all}.toMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, present := m["status"].(map[string]any)["user"]
+		if present != all || v != nil {
+			t.Errorf("allFields=%v: user present=%v value=%v; upstream's inspect lists unset message fields as null", all, present, v)
+		}
 	}
 }

@@ -224,8 +224,8 @@ func (a *app) inspectpCommand() *cobra.Command {
 					a.printPodStatus(r, !sf.quiet)
 					continue
 				}
-				docs = append(docs, statusDoc{key: "status", status: r.GetStatus(), info: r.GetInfo(),
-					fix: timeFields(map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()})})
+				docs = append(docs, statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
+					times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}})
 			}
 			return printStatus(a.out, docs, sf.output, sf.template)
 		},

@@ -81,7 +81,7 @@ func (a *app) infoCommand() *cobra.Command {
 					extra[k] = g
 				}
 			}
-			return printStatus(a.out, []statusDoc{{key: "status", status: r.GetStatus(), extra: extra, info: r.GetInfo()}}, f.output, f.template)
+			return printStatus(a.out, []statusDoc{{status: r.GetStatus(), extra: extra, info: r.GetInfo()}}, f.output, f.template)
 		},
 	}
 	f.add(cmd, formatJSON, "json|yaml|go-template")
