@@ -138,6 +138,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	if opts.ShutdownTimeout > 0 {
+		gs.ShutdownTimeout = opts.ShutdownTimeout
+	}
 	legacy := genericapiserver.NewDefaultAPIGroupInfo("", scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 	legacy.VersionedResourcesStorageMap[corev1.SchemeGroupVersion.Version] = core
 	if err := gs.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacy); err != nil {

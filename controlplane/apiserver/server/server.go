@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	TokenFile string
 	// DefaultTolerationSeconds is how long new pods tolerate not-ready/unreachable nodes (default 300).
 	DefaultTolerationSeconds int64
+	// ShutdownTimeout bounds how long shutdown waits for open requests such as watches (default 60s).
+	ShutdownTimeout time.Duration
 	// EtcdEndpoints and the etcd TLS files locate the store.
 	EtcdEndpoints                         []string
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string

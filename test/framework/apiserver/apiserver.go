@@ -114,6 +114,7 @@ func (s *Server) start() error {
 		TokenFile:                s.opts.TokenFile,
 		DefaultTolerationSeconds: s.opts.DefaultTolerationSeconds,
 		EtcdEndpoints:            s.EtcdEndpoints,
+		ShutdownTimeout:          2 * time.Second,
 	})
 	if err != nil {
 		return err
