@@ -69,9 +69,10 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 		return podworkers.SyncResult{}, errors.Join(err, k.setStatus(ctx, pod, s))
 	}
 	res := k.runtime.SyncPod(ctx, pod, rs, k.unhealthyFunc)
-	s, rs, err = k.generateStatus(ctx, pod, false)
-	if err != nil {
-		return podworkers.SyncResult{RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, err)
+	if res.Changed {
+		if s, rs, err = k.generateStatus(ctx, pod, false); err != nil {
+			return podworkers.SyncResult{RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, err)
+		}
 	}
 	k.forgetUnhealthy(rs)
 	werr := k.setStatus(ctx, pod, s)

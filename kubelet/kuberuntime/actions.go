@@ -209,6 +209,8 @@ initLoop:
 type SyncResult struct {
 	RequeueAfter time.Duration
 	Err          error
+	// Changed: something was killed, created or started (the pod's runtime status must be re-read).
+	Changed bool
 }
 
 // SyncPod converges the pod's sandbox and containers to its spec (see computePodActions for the rules),
@@ -219,16 +221,19 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		unhealthy = func(string) (string, bool) { return "", false }
 	}
 	a := m.computePodActions(pod, s, unhealthy)
+	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitToStart)+len(a.ContainersToStart) == 0 {
+		return SyncResult{}
+	}
 	podIPs := s.IPs
 	if a.KillPod {
 		if a.CreateSandbox && len(s.SandboxStatuses) > 0 {
 			m.opts.Recorder.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		}
 		if err := m.KillPod(ctx, pod, s, nil); err != nil {
-			return SyncResult{Err: err}
+			return SyncResult{Err: err, Changed: true}
 		}
 		if !a.CreateSandbox {
-			return SyncResult{}
+			return SyncResult{Changed: true}
 		}
 	}
 	for id, k := range a.ContainersToKill {
@@ -256,7 +261,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 			return SyncResult{Err: err}
 		}
 	}
-	var res SyncResult
+	res := SyncResult{Changed: true}
 	start := func(c *v1.Container) bool {
 		d, w := m.startContainer(ctx, pod, c, s, sandboxID, sbCfg, podIPs)
 		if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {

@@ -1,0 +1,203 @@
+package kuberuntime
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func testPod(policy v1.RestartPolicy, inits []v1.Container, names ...string) *v1.Pod {
+	p := &v1.Pod{Spec: v1.PodSpec{RestartPolicy: policy, InitContainers: inits}}
+	p.UID = "uid"
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "img"})
+	}
+	return p
+}
+
+func readySandbox(attempt uint32) *runtimeapi.PodSandboxStatus {
+	return &runtimeapi.PodSandboxStatus{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: attempt}}
+}
+
+func ctr(pod *v1.Pod, name string, state runtimeapi.ContainerState, exit int32, age time.Duration) *ContainerStatus {
+	spec := specByName(pod)[name]
+	return &ContainerStatus{ID: name + "-" + age.String(), Name: name, State: state, ExitCode: exit,
+		Hash: containerHash(spec), CreatedAt: time.Unix(1000, 0).Add(-age)}
+}
+
+var (
+	running = runtimeapi.ContainerState_CONTAINER_RUNNING
+	exited  = runtimeapi.ContainerState_CONTAINER_EXITED
+)
+
+func noUnhealthy(string) (string, bool) { return "", false }
+
+func TestComputePodActions(t *testing.T) {
+	m := &Manager{}
+	always := v1.ContainerRestartPolicyAlways
+	initPod := func(policy v1.RestartPolicy) *v1.Pod {
+		return testPod(policy, []v1.Container{{Name: "i1", Image: "img"}, {Name: "side", Image: "img", RestartPolicy: &always}, {Name: "i2", Image: "img"}}, "app")
+	}
+	cases := []struct {
+		name  string
+		pod   *v1.Pod
+		state func(p *v1.Pod) *PodStatus
+		want  podActions
+	}{
+		{"new pod: sandbox and all app containers", testPod(v1.RestartPolicyAlways, nil, "a", "b"),
+			func(p *v1.Pod) *PodStatus { return &PodStatus{} },
+			podActions{CreateSandbox: true, ContainersToStart: []int{0, 1}}},
+		{"dead sandbox: kill, new sandbox with next attempt", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				sb := readySandbox(2)
+				sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", exited, 0, 0)}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 3, ContainersToStart: []int{0}}},
+		{"dead sandbox, Never, containers ran: no new sandbox", testPod(v1.RestartPolicyNever, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				sb := readySandbox(0)
+				sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", exited, 1, 0)}}
+			},
+			podActions{KillPod: true}},
+		{"running and unchanged: nothing", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
+			},
+			podActions{SandboxID: "sb"}},
+		{"OnFailure restarts a failure, not a success", testPod(v1.RestartPolicyOnFailure, nil, "ok", "bad"),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)},
+					ContainerStatuses: []*ContainerStatus{ctr(p, "ok", exited, 0, 0), ctr(p, "bad", exited, 2, 0)}}
+			},
+			podActions{SandboxID: "sb", ContainersToStart: []int{1}}},
+		{"Never restarts nothing", testPod(v1.RestartPolicyNever, nil, "bad"),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "bad", exited, 2, 0)}}
+			},
+			podActions{SandboxID: "sb"}},
+		{"init: first one runs first", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}}
+			},
+			podActions{SandboxID: "sb", InitToStart: []int{0}}},
+		{"init: wait for a running one", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "i1", running, 0, 0)}}
+			},
+			podActions{SandboxID: "sb"}},
+		{"init: sidecar after the first completes, and waits for it", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "i1", exited, 0, 0)}}
+			},
+			podActions{SandboxID: "sb", InitToStart: []int{1}}},
+		{"init: next regular one once the sidecar runs", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)},
+					ContainerStatuses: []*ContainerStatus{ctr(p, "i1", exited, 0, 0), ctr(p, "side", running, 0, 0)}}
+			},
+			podActions{SandboxID: "sb", InitToStart: []int{2}}},
+		{"init done: app starts", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)},
+					ContainerStatuses: []*ContainerStatus{ctr(p, "i1", exited, 0, 0), ctr(p, "side", running, 0, 0), ctr(p, "i2", exited, 0, 0)}}
+			},
+			podActions{SandboxID: "sb", ContainersToStart: []int{0}}},
+		{"init failed, Never: pod is killed", initPod(v1.RestartPolicyNever),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "i1", exited, 1, 0)}}
+			},
+			podActions{SandboxID: "sb", KillPod: true}},
+		{"init failed, OnFailure: retried", initPod(v1.RestartPolicyOnFailure),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "i1", exited, 1, 0)}}
+			},
+			podActions{SandboxID: "sb", InitToStart: []int{0}}},
+		{"dead sidecar restarts after init, app untouched", initPod(v1.RestartPolicyAlways),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)},
+					ContainerStatuses: []*ContainerStatus{ctr(p, "app", running, 0, 0), ctr(p, "side", exited, 1, 0)}}
+			},
+			podActions{SandboxID: "sb", InitToStart: []int{1}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := m.computePodActions(c.pod, c.state(c.pod), noUnhealthy)
+			if len(got.ContainersToKill) == 0 {
+				got.ContainersToKill = nil
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestComputePodActionsKillsChangedAndUnhealthy(t *testing.T) {
+	m := &Manager{}
+	pod := testPod(v1.RestartPolicyAlways, nil, "changed", "sick", "fine")
+	st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{
+		ctr(pod, "changed", running, 0, 0), ctr(pod, "sick", running, 0, 0), ctr(pod, "fine", running, 0, 0)}}
+	st.ContainerStatuses[0].Hash = "stale"
+	sick := st.ContainerStatuses[1]
+	sick.Runtime = "containerd"
+	a := m.computePodActions(pod, st, func(id string) (string, bool) { return "liveness failed", id == sick.ContainerID() })
+	if !reflect.DeepEqual(a.ContainersToStart, []int{0, 1}) || len(a.ContainersToKill) != 2 {
+		t.Fatalf("actions %+v: want kill+start of the changed and the unhealthy container", a)
+	}
+	if msg := a.ContainersToKill[sick.ID].message; msg != "liveness failed, will be restarted" {
+		t.Errorf("kill message %q", msg)
+	}
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	a = m.computePodActions(pod, st, func(id string) (string, bool) { return "liveness failed", id == sick.ContainerID() })
+	if _, killed := a.ContainersToKill[sick.ID]; !killed || reflect.DeepEqual(a.ContainersToStart, []int{0, 1}) {
+		t.Errorf("restartPolicy Never: the unhealthy container is killed and not restarted; got %+v", a)
+	}
+}
+
+func TestExpandVars(t *testing.T) {
+	env := map[string]string{"A": "1", "B": "two"}
+	look := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for in, want := range map[string]string{
+		"$(A)-$(B)": "1-two", "$$(A)": "$(A)", "$(MISSING)": "$(MISSING)", "x$": "x$", "$(A": "$(A", "$A": "$A", "": "",
+	} {
+		if got := ExpandVars(in, look); got != want {
+			t.Errorf("ExpandVars(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestResourcesAndOOMScore(t *testing.T) {
+	if got := milliCPUToShares(250); got != 256 {
+		t.Errorf("shares(250m) = %d", got)
+	}
+	if got := milliCPUToShares(0); got != 2 {
+		t.Errorf("shares(0) = %d", got)
+	}
+	if got := milliCPUToQuota(500); got != 50000 {
+		t.Errorf("quota(500m) = %d", got)
+	}
+	if got := milliCPUToQuota(1); got != 1000 {
+		t.Errorf("quota(1m) = %d, want the 1ms minimum", got)
+	}
+}
+
+func TestPullAuths(t *testing.T) {
+	secret := v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{
+		v1.DockerConfigJsonKey: []byte(`{"auths":{"https://reg.example:5000":{"auth":"dXNlcjpwYXNz"},"other.example":{"username":"o","password":"p"}}}`)}}
+	got := pullAuths("reg.example:5000/app:v1", []v1.Secret{secret})
+	if len(got) != 2 || got[0].Username != "user" || got[0].Password != "pass" || got[1] != nil {
+		t.Fatalf("auths %+v: want the matching registry's credentials, then anonymous", got)
+	}
+	if got := pullAuths("busybox", []v1.Secret{secret}); len(got) != 1 || got[0] != nil {
+		t.Errorf("docker.io image got %+v", got)
+	}
+	if defaultPullPolicy("x/y") != v1.PullAlways || defaultPullPolicy("x/y:latest") != v1.PullAlways || defaultPullPolicy("reg:5000/y:v1") != v1.PullIfNotPresent {
+		t.Errorf("default pull policy")
+	}
+}
