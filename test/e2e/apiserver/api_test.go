@@ -398,12 +398,6 @@ func TestFieldSelectorAndNodeIsolation(t *testing.T) {
 	if _, err := a.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("node-a creates node-b's lease: want 403, got %v", err)
 	}
-	// unauthenticated → 401
-	resp, err := http.Get(s.URL + "/api/v1/pods")
-	if err == nil {
-		resp.Body.Close()
-		t.Fatalf("plain HTTP to HTTPS port answered %d", resp.StatusCode)
-	}
 }
 
 // TestBadInput sends undecodable, wrong-kind, nameless and badly-labelled bodies: each answers a 4xx
