@@ -174,7 +174,7 @@ func (k *Kubelet) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]
 		case vf.ResourceFieldRef != nil:
 			target := c
 			if n := vf.ResourceFieldRef.ContainerName; n != "" && n != c.Name {
-				if target = findContainer(pod, n); target == nil {
+				if target = fieldpath.Container(pod, n); target == nil {
 					err = fmt.Errorf("resourceFieldRef: no container %q", n)
 				}
 			}
@@ -236,20 +236,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }
 
 // makeMounts maps the container's volumeMounts to CRI mounts on the volumes' host paths (subPath and

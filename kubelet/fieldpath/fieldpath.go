@@ -112,3 +112,19 @@ func Resource(c *v1.Container, ref *v1.ResourceFieldSelector, nodeAllocatable v1
 	}
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }
+
+// Container returns the pod's container (app or init) with the given name, or nil; resourceFieldRef
+// selectors name their container this way.
+func Container(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}

@@ -283,7 +283,7 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32
 		case it.FieldRef != nil:
 			val, err = fieldpath.Extract(pod, it.FieldRef.FieldPath)
 		case it.ResourceFieldRef != nil:
-			c := findContainer(pod, it.ResourceFieldRef.ContainerName)
+			c := fieldpath.Container(pod, it.ResourceFieldRef.ContainerName)
 			if c == nil {
 				return nil, fmt.Errorf("downwardAPI %q: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
 			}
@@ -297,20 +297,6 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32
 		out[it.Path] = File{Data: []byte(val), Mode: mode(it.Mode, int32(mode(defMode, v1.DownwardAPIVolumeSourceDefaultMode)))}
 	}
 	return out, nil
-}
-
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }
 
 func (m *Manager) projectedFiles(ctx context.Context, pod *v1.Pod, p *v1.ProjectedVolumeSource) (map[string]File, error) {
