@@ -15,9 +15,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	certutil "k8s.io/client-go/util/cert"
 	nodeutil "k8s.io/component-helpers/node/util"
 
@@ -28,6 +32,7 @@ import (
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
+	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/server"
 	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/runtime/containerd"
@@ -154,8 +159,15 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		}
 		clusterDNS = append(clusterDNS, ip)
 	}
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer events.Shutdown()
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName})
+	probes := prober.New(prober.Options{Runtime: rt.Runtime(), Recorder: recorder})
+	defer probes.Close()
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, NodeIPs: []net.IP{nodeIP}, Runtime: rt.Runtime(), Images: rt.Image(), Client: client,
+		Recorder: recorder, ProbeManager: probes,
 		RootDir: rootDir, PodLogsDir: kc.PodLogsDir, CgroupDriver: kc.CgroupDriver, ClusterDNS: clusterDNS,
 		ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
 	})

@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -193,7 +194,8 @@ func TestAgentBinary(t *testing.T) {
 	// kubelet server.
 	ns := "default"
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: randName("web-")}, Spec: v1.PodSpec{NodeName: nodeName,
-		Containers: []v1.Container{{Name: "web", Image: images.DemoServerV1, ImagePullPolicy: v1.PullNever}}}}
+		Containers: []v1.Container{{Name: "web", Image: images.DemoServerV1, ImagePullPolicy: v1.PullNever,
+			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,12 +203,16 @@ func TestAgentBinary(t *testing.T) {
 		zero := int64(0)
 		admin.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
-	waitFor(t, 60*time.Second, "pod Running", func() (bool, string) {
+	waitFor(t, 60*time.Second, "pod Running and Ready (readiness probe wired)", func() (bool, string) {
 		p, err := admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return p.Status.Phase == v1.PodRunning, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == v1.PodReady && c.Status == v1.ConditionTrue)
+		}
+		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.Conditions)
 	})
 	waitFor(t, 20*time.Second, "pod logs through the API server", func() (bool, string) {
 		b, err := admin.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "web"}).DoRaw(ctx)
