@@ -57,6 +57,9 @@ type node struct {
 	logDir     string
 	cgroupRoot string
 
+	// prober, when set before start, is plugged into the kubelet as its ProbeManager.
+	prober kubelet.ProbeManager
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan error
@@ -111,7 +114,9 @@ func (n *node) config(client kubernetes.Interface, cri *cri.Client, log *slog.Lo
 func (n *node) start() {
 	n.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	kl, err := kubelet.New(n.config(n.nodeClient, n.rt.CRI, log))
+	cfg := n.config(n.nodeClient, n.rt.CRI, log)
+	cfg.ProbeManager = n.prober
+	kl, err := kubelet.New(cfg)
 	if err != nil {
 		n.t.Fatal(err)
 	}

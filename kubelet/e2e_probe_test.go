@@ -1,0 +1,103 @@
+package kubelet_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/kubelet"
+)
+
+// scriptedProber is a ProbeManager whose results the test dictates; it stands in for the probes
+// package to exercise the kubelet's side of the hook on real containers.
+type scriptedProber struct {
+	mu      sync.Mutex
+	ready   bool
+	added   map[types.UID]bool
+	removed map[types.UID]bool
+	results chan kubelet.ProbeResult
+}
+
+func newScriptedProber() *scriptedProber {
+	return &scriptedProber{added: map[types.UID]bool{}, removed: map[types.UID]bool{}, results: make(chan kubelet.ProbeResult, 10)}
+}
+
+func (p *scriptedProber) AddPod(pod *v1.Pod) { p.mu.Lock(); p.added[pod.UID] = true; p.mu.Unlock() }
+func (p *scriptedProber) RemovePod(pod *v1.Pod) {
+	p.mu.Lock()
+	p.removed[pod.UID] = true
+	p.mu.Unlock()
+}
+func (p *scriptedProber) Results() <-chan kubelet.ProbeResult {
+	return p.results
+}
+func (p *scriptedProber) UpdatePodStatus(_ *v1.Pod, s *v1.PodStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range s.ContainerStatuses {
+		running := s.ContainerStatuses[i].State.Running != nil
+		s.ContainerStatuses[i].Started = &running
+		s.ContainerStatuses[i].Ready = running && p.ready
+	}
+}
+
+func (p *scriptedProber) setReady(r bool) { p.mu.Lock(); p.ready = r; p.mu.Unlock() }
+
+// TestProbeHook: readiness reported by the ProbeManager drives the Ready condition both ways; a
+// liveness failure makes the pod worker kill and restart that container instance.
+func TestProbeHook(t *testing.T) {
+	n := newNode(t, true)
+	pr := newScriptedProber()
+	n.prober = pr
+	n.start()
+	n.create(n.demoPod("probed"))
+	p := n.waitPod("probed", 60*time.Second, "Running", running)
+	if ready(p) {
+		t.Fatalf("pod Ready while the prober says not ready")
+	}
+	pr.setReady(true)
+	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", Probe: kubelet.Readiness, Success: true}
+	p = n.waitPod("probed", 10*time.Second, "Ready", ready)
+	pr.setReady(false)
+	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", Probe: kubelet.Readiness, Success: false}
+	n.waitPod("probed", 10*time.Second, "not Ready", func(p *v1.Pod) bool { return !ready(p) })
+
+	old := containerStatus(p, "demo").ContainerID
+	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", ContainerID: old, Probe: kubelet.Liveness,
+		Message: "HTTP probe failed with statuscode: 500"}
+	p = n.waitPod("probed", 30*time.Second, "restarted after the liveness failure", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "demo")
+		return cs.RestartCount == 1 && cs.State.Running != nil && cs.ContainerID != old
+	})
+	if lt := containerStatus(p, "demo").LastTerminationState.Terminated; lt == nil || lt.ContainerID != old {
+		t.Errorf("lastState %+v, want the killed instance %s", lt, old)
+	}
+	killing := false
+	evs, _ := n.client.CoreV1().Events(testNS).List(t.Context(), metav1.ListOptions{})
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == "probed" && e.Reason == "Killing" && strings.Contains(e.Message, "failed Liveness probe") {
+			killing = true
+		}
+	}
+	if !killing {
+		t.Errorf("no Killing event naming the liveness probe; events %v", n.events("probed"))
+	}
+	pr.mu.Lock()
+	added := pr.added[p.UID]
+	pr.mu.Unlock()
+	if !added {
+		t.Errorf("AddPod was not called")
+	}
+	n.deleteGracefully("probed", 2)
+	n.waitGone("probed", 30*time.Second)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if !pr.removed[p.UID] {
+		t.Errorf("RemovePod was not called after termination")
+	}
+}
