@@ -22,30 +22,11 @@ import (
 // TestKill9DuringCreates runs `nodekit server` as its own process, SIGKILLs it in the middle of 1000
 // creates, restarts it on the same data dir and checks every create that got a 201 is there.
 func TestKill9DuringCreates(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "nodekit")
-	build := exec.Command("go", "build", "-o", bin, "github.com/nodekit/nodekit/cmd/nodekit")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build nodekit: %v\n%s", err, out)
-	}
+	bin := buildNodekit(t)
 	dataDir := t.TempDir()
 	apiPort, etcdPort := freePort(t), freePort(t)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "--data-dir", dataDir, "server", "--bind-address", "127.0.0.1",
-			"--secure-port", strconv.Itoa(apiPort), "--etcd-listen-client", "127.0.0.1:"+strconv.Itoa(etcdPort))
-		logf, _ := os.Create(filepath.Join(dataDir, "server.log"))
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startServer(t, bin, dataDir, apiPort, etcdPort) }
 	proc := start()
-	t.Cleanup(func() {
-		if proc.ProcessState == nil {
-			_ = proc.Process.Kill()
-			_, _ = proc.Process.Wait()
-		}
-	})
 	client := waitClient(t, filepath.Join(dataDir, "admin.kubeconfig"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -87,8 +68,60 @@ func TestKill9DuringCreates(t *testing.T) {
 		}
 	}
 	t.Logf("%d creates acknowledged before SIGKILL, all present after restart", len(created))
+
+	// Operator backup and restore: snapshot the running store, restore it into a fresh data dir and
+	// serve it there (same PKI): the objects and the service IP allocations are back.
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	if out, err := exec.Command(bin, "etcd-snapshot", "save", "--etcd-servers", "http://127.0.0.1:"+strconv.Itoa(etcdPort), snap).CombinedOutput(); err != nil {
+		t.Fatalf("etcd-snapshot save: %v\n%s", err, out)
+	}
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	_, _ = proc.Process.Wait()
+	restored := t.TempDir()
+	if out, err := exec.Command(bin, "--data-dir", restored, "etcd-snapshot", "restore", snap).CombinedOutput(); err != nil {
+		t.Fatalf("etcd-snapshot restore: %v\n%s", err, out)
+	}
+	if err := os.CopyFS(filepath.Join(restored, "pki"), os.DirFS(filepath.Join(dataDir, "pki"))); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, bin, restored, freePort(t), freePort(t))
+	client = waitClient(t, filepath.Join(restored, "admin.kubeconfig"))
+	after, err := client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(after.Items) != len(list.Items) {
+		t.Fatalf("after restore: %v, %d configmaps, want %d", err, len(after.Items), len(list.Items))
+	}
+}
+
+func buildNodekit(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nodekit")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nodekit/nodekit/cmd/nodekit")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build nodekit: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startServer starts `nodekit server` on loopback with its log in <dataDir>/server.log.
+func startServer(t *testing.T, bin, dataDir string, apiPort, etcdPort int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "--data-dir", dataDir, "server", "--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(apiPort), "--etcd-listen-client", "127.0.0.1:"+strconv.Itoa(etcdPort))
+	logf, err := os.Create(filepath.Join(dataDir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
+	})
+	return cmd
 }
 
 func freePort(t *testing.T) int {
