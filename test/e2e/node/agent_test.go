@@ -71,28 +71,10 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// syncBuffer is a bytes.Buffer safe for the agent's output goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // agentProc is a running `nodekit agent`.
 type agentProc struct {
 	cmd  *exec.Cmd
-	out  syncBuffer
+	log  string        // its stdout and stderr
 	done chan struct{} // closed when the process exited; err is then set
 	err  error
 }
@@ -101,8 +83,14 @@ type agentProc struct {
 // its output when the test failed.
 func startAgent(t *testing.T, args ...string) *agentProc {
 	t.Helper()
-	a := &agentProc{cmd: exec.Command(nodekitBinary(t), append([]string{"agent"}, args...)...), done: make(chan struct{})}
-	a.cmd.Stdout, a.cmd.Stderr = &a.out, &a.out
+	a := &agentProc{cmd: exec.Command(nodekitBinary(t), append([]string{"agent"}, args...)...), done: make(chan struct{}),
+		log: filepath.Join(t.TempDir(), "agent.log")}
+	f, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the child has its own descriptor
+	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +98,8 @@ func startAgent(t *testing.T, args ...string) *agentProc {
 	t.Cleanup(func() {
 		a.stop(30 * time.Second) // its managed containerd, if any, gets SIGTERM through Pdeathsig
 		if t.Failed() {
-			t.Logf("agent output:\n%s", a.out.String())
+			out, _ := os.ReadFile(a.log)
+			t.Logf("agent output:\n%s", out)
 		}
 	})
 	return a
