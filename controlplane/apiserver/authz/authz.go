@@ -34,8 +34,12 @@ func NodeName(u user.Info) (string, bool) {
 	return "", false
 }
 
-// Authorizer implements authorizer.Authorizer with the rules above.
-type Authorizer struct{}
+// Authorizer implements authorizer.Authorizer with the rules above. A node may get a secret or a
+// configmap only when a pod bound to it refers to it (PodsOnNode finds those pods); it may not list or
+// watch them.
+type Authorizer struct {
+	PodsOnNode PodsOnNode
+}
 
 var read = []string{"get", "list", "watch"}
 
@@ -63,7 +67,7 @@ var nodeRules = map[string][]string{
 }
 
 // Authorize allows masters everything and nodes the rules above; it never returns an error.
-func (Authorizer) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+func (z Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u == nil {
 		return authorizer.DecisionDeny, "no user", nil
@@ -73,7 +77,7 @@ func (Authorizer) Authorize(_ context.Context, a authorizer.Attributes) (authori
 			return authorizer.DecisionAllow, "", nil
 		}
 	}
-	if _, ok := NodeName(u); ok {
+	if node, ok := NodeName(u); ok {
 		if !a.IsResourceRequest() {
 			p := a.GetPath()
 			if a.GetVerb() == "get" && (p == "/healthz" || p == "/readyz" || p == "/livez" || p == "/version" ||
@@ -81,6 +85,9 @@ func (Authorizer) Authorize(_ context.Context, a authorizer.Attributes) (authori
 				return authorizer.DecisionAllow, "", nil
 			}
 			return authorizer.DecisionDeny, "nodes may only read discovery and health endpoints", nil
+		}
+		if a.GetAPIGroup() == "" && (a.GetResource() == "secrets" || a.GetResource() == "configmaps") && a.GetSubresource() == "" {
+			return z.authorizeReference(ctx, a, node)
 		}
 		key := a.GetAPIGroup() + "/" + a.GetResource()
 		if sub := a.GetSubresource(); sub != "" {
@@ -94,4 +101,20 @@ func (Authorizer) Authorize(_ context.Context, a authorizer.Attributes) (authori
 		return authorizer.DecisionDeny, "node " + u.GetName() + " may not " + a.GetVerb() + " " + key, nil
 	}
 	return authorizer.DecisionNoOpinion, "user " + u.GetName() + " has no permissions", nil
+}
+
+// authorizeReference allows a node to get a secret or configmap a pod bound to it refers to.
+func (z Authorizer) authorizeReference(ctx context.Context, a authorizer.Attributes, node string) (authorizer.Decision, string, error) {
+	what := a.GetResource() + " " + a.GetNamespace() + "/" + a.GetName()
+	if a.GetVerb() != "get" || a.GetName() == "" || z.PodsOnNode == nil {
+		return authorizer.DecisionDeny, "node " + node + " may only get " + a.GetResource() + " its pods refer to", nil
+	}
+	pods, err := z.PodsOnNode(ctx, a.GetNamespace(), node)
+	if err != nil {
+		return authorizer.DecisionDeny, "", err
+	}
+	if referencedBy(pods, a.GetResource(), a.GetName()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionDeny, "no pod bound to node " + node + " refers to " + what, nil
 }

@@ -10,9 +10,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -31,6 +34,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 )
@@ -57,7 +61,6 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile); err != nil {
 		return nil, err
 	}
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{}.Authorize)
 	cfg.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
 	cfg.ExternalAddress = net.JoinHostPort(opts.AdvertiseAddress, fmt.Sprint(port))
 	cfg.EnableProfiling = false
@@ -93,10 +96,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
-	pods, _, err := pod.NewStorage(getter, kubelets)
+	pods, podStore, err := pod.NewStorage(getter, kubelets)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{PodsOnNode: podsOnNode(podStore)}.Authorize)
 	merge(pods)
 	svcs, err := service.NewStorage(getter, alloc)
 	if err != nil {
@@ -190,4 +194,16 @@ func containsSlash(s string) bool {
 		}
 	}
 	return false
+}
+
+// podsOnNode lists a namespace's pods bound to a node from the pod storage (the watch cache).
+func podsOnNode(pods *store.REST) authz.PodsOnNode {
+	return func(ctx context.Context, namespace, node string) ([]corev1.Pod, error) {
+		obj, err := pods.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node)})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.PodList).Items, nil
+	}
 }

@@ -392,6 +392,29 @@ func TestFieldSelectorAndNodeIsolation(t *testing.T) {
 	if _, err := a.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("node creates a secret: want 403, got %v", err)
 	}
+	// secrets: a node may get only those its pods refer to, and may not list them.
+	for _, name := range []string{"used", "unused"} {
+		if _, err := c.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := pod("uses-secret", "node-a")
+	ps.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "used"}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, ps, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CoreV1().Secrets("default").Get(ctx, "used", metav1.GetOptions{}); err != nil {
+		t.Fatalf("node-a gets a secret its pod mounts: %v", err)
+	}
+	if _, err := a.CoreV1().Secrets("default").Get(ctx, "unused", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node-a gets an unreferenced secret: want 403, got %v", err)
+	}
+	if _, err := s.NodeClient(t, "node-b").CoreV1().Secrets("default").Get(ctx, "used", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node-b gets node-a's pod's secret: want 403, got %v", err)
+	}
+	if _, err := a.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node lists secrets: want 403, got %v", err)
+	}
 	if _, err := a.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("node-a creates its lease: %v", err)
 	}
