@@ -47,7 +47,8 @@ type cluster struct {
 	t            *testing.T
 	lab          *netns.Lab
 	node1, node2 *netns.Node
-	client       kubernetes.Interface
+	client       kubernetes.Interface // writes Services and EndpointSlices
+	proxyClient  kubernetes.Interface // what the proxy watches with
 	nextIP       map[string]int
 	// iptablesBefore is node1's iptables-save (without counters) before any proxy ran.
 	iptablesBefore string
@@ -66,7 +67,8 @@ func requireRoot(t *testing.T) {
 func newCluster(t *testing.T) *cluster {
 	requireRoot(t)
 	lab := netns.NewForTest(t, netns.Options{Subnet: labSubnet})
-	c := &cluster{t: t, lab: lab, client: newClient(t), nextIP: map[string]int{}}
+	admin, node := newClients(t)
+	c := &cluster{t: t, lab: lab, client: admin, proxyClient: node, nextIP: map[string]int{}}
 	c.node1 = lab.MustAddNode(t, "node1")
 	c.node2 = lab.MustAddNode(t, "node2")
 	c.setupNode(c.node1, "10.244.1.1/24", "10.244.2.0/24", c.node2.IP)
@@ -348,7 +350,7 @@ func (c *cluster) setEndpoints(svc, portName string, proto v1.Protocol, port int
 func (c *cluster) startProxy() (p *proxy.Proxier, stop func()) {
 	c.t.Helper()
 	p, err := proxy.New(proxy.Config{
-		Client: c.client, Mode: proxy.ModeIPTables, NodeName: c.node1.Name, ClusterCIDR: clusterCIDR,
+		Client: c.proxyClient, Mode: proxy.ModeIPTables, NodeName: c.node1.Name, ClusterCIDR: clusterCIDR,
 		MinSyncPeriod: 50 * time.Millisecond, SyncPeriod: time.Minute, MetricsAddr: "127.0.0.1:0", NetNS: c.node1.NS,
 	})
 	if err != nil {
