@@ -28,6 +28,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/version"
 )
 
 // defaultTimeout is upstream crictl's --timeout default: the deadline of each CRI call.
@@ -121,6 +122,10 @@ func (a *app) run(c context.Context, args []string) error {
 		}
 		return err
 	}
+	if v, _ := fs.GetBool("version"); v {
+		_, err := fmt.Fprintf(a.out, "crictl version %s\n", tree.Version)
+		return err
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return tree.Help()
@@ -144,13 +149,17 @@ func (a *app) tree() *cobra.Command {
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		// `crictl --version`, like upstream's "crictl version v1.37.0".
+		Version: version.Version + " (nodekit; compatible with crictl v1.37)",
 	}
+	cmd.SetVersionTemplate("crictl version {{.Version}}\n")
 	pf := cmd.Flags()
 	pf.StringVarP(&a.configPath, "config", "c", defaultConfigPath, "location of the client config file (env CRI_CONFIG_FILE); if the default does not exist, the program's directory is searched as well")
 	pf.StringVarP(&a.runtimeEndpoint, "runtime-endpoint", "r", "", "endpoint of the CRI runtime service (env CONTAINER_RUNTIME_ENDPOINT)")
 	pf.StringVarP(&a.imageEndpoint, "image-endpoint", "i", "", "endpoint of the CRI image service (env IMAGE_SERVICE_ENDPOINT; default: the runtime endpoint)")
 	pf.DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "timeout of each CRI call (e.g. 2s, 20s); 0 or less means the default")
 	pf.BoolVarP(&a.debug, "debug", "D", false, "enable debug logging")
+	pf.BoolP("version", "v", false, "print the version")
 	// nodekit's own global flags may precede the subcommand too (`nodekit --data-dir X crictl ps`);
 	// --data-dir locates the managed containerd when no endpoint is configured.
 	pf.StringVar(&a.dataDir, "data-dir", defaultDataDir, "nodekit's data directory: its managed containerd is the default runtime endpoint")

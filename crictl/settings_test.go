@@ -1,6 +1,8 @@
 package crictl
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -114,3 +116,18 @@ func TestDefaultEndpointIsManagedContainerd(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func TestVersionAndHelpNeedNoRuntime(t *testing.T) {
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"--version"}, nil, &out, &out); err != nil || !strings.HasPrefix(out.String(), "crictl version ") {
+		t.Errorf("--version: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"--help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "--runtime-endpoint") {
+		t.Errorf("--help: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"-r", "unix:///nonexistent.sock", "frobnicate"}, nil, &out, &out); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %v", err)
+	}
+}
