@@ -137,7 +137,8 @@ func (a *agentProc) alive(t *testing.T) {
 // TestAgentBinary runs `nodekit agent` as a process against the bundled API server and a containerd
 // endpoint: the node registers and goes Ready, a pod bound to it runs and its logs come back through
 // the API server (pods/log → kubelet server), `kubectl exec` works (pods/exec → kubelet server → CRI
-// streaming), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod, and SIGTERM
+// streaming), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
+// containerd stopped for 20 s makes the node NotReady and Ready again with the pod untouched, and SIGTERM
 // stops the agent cleanly (exit 0) while the containers keep running.
 func TestAgentBinary(t *testing.T) {
 	rt := ctrfw.Start(t, ctrfw.Options{})
@@ -233,6 +234,27 @@ func TestAgentBinary(t *testing.T) {
 			return false, err.Error()
 		}
 		return p.Annotations["kubernetes.io/config.mirror"] != "" && p.Status.Phase == v1.PodRunning, fmt.Sprintf("%s %v", p.Status.Phase, p.Annotations)
+	})
+
+	// containerd down for 20 s under the running agent: the node goes NotReady with the runtime's reason
+	// and comes back; the kubelet's pod keeps running with no restart and the same container.
+	before, err := admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	containerdOutage(t, rt, 20*time.Second, func(time.Time) {
+		waitNodeReady(t, admin, nodeName, v1.ConditionFalse, "container runtime is down: runtime not reachable at "+rt.Endpoint(), 15*time.Second)
+	})
+	waitNodeReady(t, admin, nodeName, v1.ConditionTrue, "", 45*time.Second)
+	waitFor(t, 20*time.Second, "pod unchanged after the outage", func() (bool, string) {
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		cs, was := p.Status.ContainerStatuses, before.Status.ContainerStatuses
+		ok := p.Status.Phase == v1.PodRunning && len(cs) == 1 && len(was) == 1 && cs[0].RestartCount == 0 &&
+			cs[0].ContainerID == was[0].ContainerID && cs[0].Ready && cs[0].State.Running != nil
+		return ok, fmt.Sprintf("%s %+v", p.Status.Phase, cs)
 	})
 
 	// SIGTERM: clean exit; containers keep running (the next agent adopts them).

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ import (
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/static"
-	"github.com/nodekit/nodekit/runtime/containerd"
 	"github.com/nodekit/nodekit/runtime/cri"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
@@ -262,42 +260,12 @@ registerWithTaints:
 	// with the pod's container still running.
 	pod := rt.RunDemoPod(t, "survivor")
 	endpoint := rt.Endpoint()
-	params := rt.Supervisor.Params()
-	if err := rt.Supervisor.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	waitFor(t, 10*time.Second, "NotReady", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		r := readyCondition(n)
-		return r.Status == v1.ConditionFalse && r.Reason == "KubeletNotReady" &&
-			strings.HasPrefix(r.Message, "container runtime is down: runtime not reachable at "+endpoint), fmt.Sprintf("%+v", r)
+	restarted := containerdOutage(t, rt, 20*time.Second, func(stopped time.Time) {
+		waitNodeReady(t, admin, nodeName, v1.ConditionFalse, "container runtime is down: runtime not reachable at "+endpoint, 10*time.Second)
+		t.Logf("NotReady %v after containerd stopped", time.Since(stopped).Round(100*time.Millisecond))
+		waitFor(t, 10*time.Second, "lease renewal while the runtime is down", leaseRenewedAfter(time.Now()))
 	})
-	t.Logf("NotReady %v after containerd stopped", time.Since(stopped).Round(100*time.Millisecond))
-	waitFor(t, 10*time.Second, "lease renewal while the runtime is down", leaseRenewedAfter(time.Now()))
-	time.Sleep(time.Until(stopped.Add(20 * time.Second)))
-
-	sup, err := containerd.New(ctx, containerd.Config{Dir: rt.Dir, Binary: os.Getenv(ctrfw.EnvBinary), CNIBinDirs: params.CNIBinDirs,
-		CNIConfDir: rt.CNIConfDir, StopTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rt.Supervisor, rt.CRI = sup, sup.Client() // the framework's cleanup stops the new one
-	restarted := time.Now()
-	waitFor(t, 30*time.Second, "Ready again", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		r := readyCondition(n)
-		return r.Status == v1.ConditionTrue, fmt.Sprintf("%+v", r)
-	})
+	waitNodeReady(t, admin, nodeName, v1.ConditionTrue, "", 30*time.Second)
 	t.Logf("Ready %v after containerd restarted", time.Since(restarted).Round(100*time.Millisecond))
 	st, err := crc.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: pod.ContainerID})
 	if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
