@@ -124,7 +124,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
-	namespaces, nsStore, err := namespace.NewStorage(getter, namespacedCollections(core, coordination, disc, appsStorage))
+	namespaces, nsStore, err := namespace.NewStorage(getter)
 	if err != nil {
 		return nil, err
 	}
@@ -163,37 +163,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
-	gs.AddPostStartHookOrDie("nodekit-namespace-cleaner", func(hc genericapiserver.PostStartHookContext) error {
-		go nsStore.RunCleaner(hc.Context)
-		return nil
-	})
 	return gs, nil
-}
-
-// namespacedCollections lists the namespaced resources a namespace deletion must empty.
-func namespacedCollections(maps ...map[string]rest.Storage) []namespace.Collection {
-	var out []namespace.Collection
-	for _, m := range maps {
-		for name, s := range m {
-			c, ok := s.(namespace.Collection)
-			if !ok || containsSlash(name) {
-				continue
-			}
-			if sc, ok := s.(rest.Scoper); ok && sc.NamespaceScoped() {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
-func containsSlash(s string) bool {
-	for _, c := range s {
-		if c == '/' {
-			return true
-		}
-	}
-	return false
 }
 
 // podsOnNode lists a namespace's pods bound to a node from the pod storage (the watch cache).

@@ -163,26 +163,24 @@ func TestTypedCRUD(t *testing.T) {
 		t.Fatalf("generateName: %+v", g.ObjectMeta)
 	}
 
-	// namespace deletion empties the namespace, then removes it.
+	// namespace deletion is two-phase: Terminating until the namespace controller has emptied it and
+	// removed the "kubernetes" finalizer through namespaces/finalize (done by hand here).
 	_, err = c.CoreV1().ConfigMaps("crud").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	check("cm in crud", err)
 	check("delete ns", c.CoreV1().Namespaces().Delete(ctx, "crud", metav1.DeleteOptions{}))
+	term, err := c.CoreV1().Namespaces().Get(ctx, "crud", metav1.GetOptions{})
+	if err != nil || term.Status.Phase != corev1.NamespaceTerminating || term.DeletionTimestamp == nil {
+		t.Fatalf("deleted namespace: want Terminating, got %v %+v", err, term)
+	}
 	if _, err := c.CoreV1().ConfigMaps("crud").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "y"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("create in terminating namespace: want 403, got %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := c.CoreV1().Namespaces().Get(ctx, "crud", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace crud not removed: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if _, err := c.CoreV1().ConfigMaps("crud").Get(ctx, "x", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("configmap survived its namespace: %v", err)
+	check("empty crud", c.CoreV1().ConfigMaps("crud").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	term.Spec.Finalizers = nil
+	_, err = c.CoreV1().Namespaces().Finalize(ctx, term, metav1.UpdateOptions{})
+	check("finalize", err)
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "crud", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("finalized terminating namespace still there: %v", err)
 	}
 	if err := c.CoreV1().Namespaces().Delete(ctx, "kube-system", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete kube-system: want 403, got %v", err)

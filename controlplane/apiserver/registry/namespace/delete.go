@@ -3,17 +3,11 @@ package namespace
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
@@ -21,34 +15,35 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 )
 
-// Collection is a namespaced resource the cleaner empties.
-type Collection interface {
-	rest.Lister
-	rest.CollectionDeleter
-}
-
-// REST is the namespaces endpoint. Deleting a namespace marks it Terminating (deletionTimestamp set,
-// status.phase Terminating); the cleaner then deletes everything in it and finally the namespace itself,
-// which is what Kubernetes' namespace finalizer ("kubernetes" in spec.finalizers) and namespace controller
-// do. nodekit runs that cleaner inside the API server.
+// REST is the namespaces endpoint with Kubernetes' two-phase deletion: deleting a namespace whose
+// spec.finalizers is not empty (new namespaces carry "kubernetes") only marks it Terminating
+// (deletionTimestamp, status.phase). The namespace controller empties it and removes its finalizer
+// through namespaces/finalize; a Terminating namespace whose finalizers are all gone is removed, by that
+// finalize call or by a later delete.
 type REST struct {
 	*store.REST
-	collections []Collection
 }
 
-// NewStorage returns "namespaces" and "namespaces/status"; collections are the resources to empty.
-func NewStorage(getter generic.RESTOptionsGetter, collections []Collection) (map[string]rest.Storage, *REST, error) {
+// NewStorage returns "namespaces", "namespaces/status" and "namespaces/finalize".
+func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, *REST, error) {
 	main, status, err := newStore(getter)
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &REST{REST: main, collections: collections}
-	return map[string]rest.Storage{"namespaces": r, "namespaces/status": status}, r, nil
+	r := &REST{REST: main}
+	return map[string]rest.Storage{"namespaces": r, "namespaces/status": status, "namespaces/finalize": &FinalizeREST{ns: r}}, r, nil
 }
 
-// Delete marks the namespace Terminating and returns it (200, not yet gone); an already terminating
-// namespace is returned as it is. Preconditions in options (uid, resourceVersion) are honoured.
+// Delete removes a namespace without spec.finalizers, else marks it Terminating and returns it (200,
+// not yet gone). Preconditions in options (uid, resourceVersion) are honoured.
 func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	obj, err := r.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(obj.(*corev1.Namespace).Spec.Finalizers) == 0 {
+		return r.REST.Delete(ctx, name, deleteValidation, options)
+	}
 	key, err := r.KeyFunc(ctx, name)
 	if err != nil {
 		return nil, false, err
@@ -80,68 +75,57 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 	return out, false, nil
 }
 
-// RunCleaner empties and removes terminating namespaces every two seconds until ctx is done. It picks
-// up namespaces left Terminating by an earlier run of the server.
-func (r *REST) RunCleaner(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		obj, err := r.List(ctx, &metainternalversion.ListOptions{FieldSelector: fields.OneTermEqualSelector("status.phase", string(corev1.NamespaceTerminating))})
-		if err != nil {
-			slog.Warn("namespace cleaner: list", "err", err)
-			continue
-		}
-		for _, ns := range obj.(*corev1.NamespaceList).Items {
-			if err := r.empty(ctx, ns.Name); err != nil {
-				slog.Info("namespace cleaner: not empty yet", "namespace", ns.Name, "reason", err)
-				continue
-			}
-			if err := r.finalize(ctx, &ns); err != nil && !apierrors.IsNotFound(err) {
-				slog.Warn("namespace cleaner: remove", "namespace", ns.Name, "err", err)
-				continue
-			}
-			slog.Info("namespace deleted", "namespace", ns.Name)
-		}
-	}
+// FinalizeREST is namespaces/finalize: it changes only spec.finalizers.
+type FinalizeREST struct {
+	ns *REST
 }
 
-// empty deletes every object in namespace (pods gracefully) and returns an error while any remains.
-func (r *REST) empty(ctx context.Context, namespace string) error {
-	nsCtx := genericapirequest.WithNamespace(ctx, namespace)
-	remaining := 0
-	for _, c := range r.collections {
-		if _, err := c.DeleteCollection(nsCtx, rest.ValidateAllObjectFunc, &metav1.DeleteOptions{}, &metainternalversion.ListOptions{}); err != nil {
-			return err
-		}
-		list, err := c.List(nsCtx, &metainternalversion.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if n := meta.LenList(list); n > 0 {
-			remaining += n
-		}
-	}
-	if remaining > 0 {
-		return errRemaining(remaining)
-	}
-	return nil
-}
+// New returns an empty Namespace.
+func (f *FinalizeREST) New() runtime.Object { return &corev1.Namespace{} }
 
-type errRemaining int
+// Destroy is a no-op.
+func (f *FinalizeREST) Destroy() {}
 
-func (e errRemaining) Error() string { return fmt.Sprintf("%d objects remaining", int(e)) }
-
-// finalize clears spec.finalizers and removes the namespace from storage.
-func (r *REST) finalize(ctx context.Context, ns *corev1.Namespace) error {
-	key, err := r.KeyFunc(ctx, ns.Name)
+// Update sets spec.finalizers from the request's object (optimistic concurrency on its
+// resourceVersion); a Terminating namespace left without finalizers is then removed.
+func (f *FinalizeREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc,
+	updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	key, err := f.ns.KeyFunc(ctx, name)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
-	uid := ns.UID
-	return r.Storage.Delete(ctx, key, &corev1.Namespace{}, &storage.Preconditions{UID: &uid}, storage.ValidateAllObjectFunc, false, nil, storage.DeleteOptions{})
+	out := &corev1.Namespace{}
+	dryRun := options != nil && len(options.DryRun) > 0
+	err = f.ns.Storage.GuaranteedUpdate(ctx, key, out, false, nil, func(o runtime.Object, _ storage.ResponseMeta) (runtime.Object, *uint64, error) {
+		cur := o.(*corev1.Namespace)
+		upd, err := objInfo.UpdatedObject(ctx, cur.DeepCopy())
+		if err != nil {
+			return nil, nil, err
+		}
+		want, ok := upd.(*corev1.Namespace)
+		if !ok {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("expected a Namespace, got %T", upd))
+		}
+		if want.ResourceVersion != "" && want.ResourceVersion != cur.ResourceVersion {
+			return nil, nil, apierrors.NewConflict(corev1.Resource("namespaces"), name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		next := cur.DeepCopy()
+		next.Spec.Finalizers = want.Spec.Finalizers
+		if updateValidation != nil {
+			if err := updateValidation(ctx, next, cur); err != nil {
+				return nil, nil, err
+			}
+		}
+		return next, nil, nil
+	}, dryRun, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	if out.DeletionTimestamp != nil && len(out.Spec.Finalizers) == 0 && !dryRun {
+		uid := out.UID
+		if err := f.ns.Storage.Delete(ctx, key, &corev1.Namespace{}, &storage.Preconditions{UID: &uid}, storage.ValidateAllObjectFunc, false, nil, storage.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, false, err
+		}
+	}
+	return out, false, nil
 }
