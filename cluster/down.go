@@ -1,0 +1,258 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-iptables/iptables"
+	"github.com/vishvananda/netlink"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/cni/masq"
+	"github.com/nodekit/nodekit/cni/netconf"
+	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/runtime/containerd"
+)
+
+// DownOptions says what Down removes.
+type DownOptions struct {
+	// DataDir is the cluster's data directory (as given to Up). Required.
+	DataDir string
+	// Purge also removes the data directory (etcd, PKI, images, containerd root, logs), the CNI
+	// conflist and the CNI IPAM store: the host is left as before the first Up.
+	Purge bool
+	// StopTimeout is the grace between SIGTERM and SIGKILL for a running `up` and its children (default 90 s).
+	StopTimeout time.Duration
+	// Logger receives one line per step; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Down stops a running `nodekit up` on DataDir (and any component it left behind), then removes
+// everything the cluster made on the host besides its data: every pod sandbox and container through
+// CRI (which tears down their network namespaces and veths), the managed containerd and the mounts
+// under DataDir, the proxy's iptables rules, the CNI plugin's masquerade and portmap chains, the node
+// bridge, and the pods' log directories. With Purge it removes the data directory, the conflist and the
+// IPAM store too. Every step runs even if an earlier one failed; the errors are joined.
+func Down(ctx context.Context, o DownOptions) error {
+	if o.DataDir == "" {
+		return errors.New("down: DataDir is required")
+	}
+	dd, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return err
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 90 * time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := ReadState(dd)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	// 1. Processes: `up` first (it stops its children in order), then any child it left behind.
+	if st.UpPID != 0 && processAlive(st.UpPID, "up") {
+		log.Info("stopping nodekit up", "pid", st.UpPID)
+		errs = append(errs, terminate(st.UpPID, o.StopTimeout))
+	}
+	for _, name := range []string{"proxy", "agent", "server"} {
+		pid := readPID(pidFilePath(dd, name))
+		if pid != 0 && processAlive(pid, name) && processUses(pid, dd) {
+			log.Info("stopping component", "proc", name, "pid", pid)
+			errs = append(errs, terminate(pid, o.StopTimeout))
+		}
+		_ = os.Remove(pidFilePath(dd, name))
+	}
+	// 2. Pods and containers, through the managed containerd (started for the purpose if needed).
+	podUIDs, err := removePods(ctx, dd, st, log)
+	errs = append(errs, err)
+	for _, uid := range podUIDs {
+		dirs, _ := filepath.Glob(filepath.Join(st.PodLogsDir, "*_*_"+uid))
+		for _, d := range dirs {
+			log.Info("removing pod logs", "dir", d)
+			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	// 3. Service rules, then the pod network.
+	log.Info("removing the proxy's rules")
+	errs = append(errs, proxy.Cleanup(ctx))
+	errs = append(errs, removePodNetwork(dd, st, o.Purge, log))
+	// 4. Mounts and data.
+	if err := containerd.UnmountAll(dd); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Purge {
+		log.Info("removing the data directory", "dir", dd)
+		errs = append(errs, os.RemoveAll(dd))
+	}
+	return errors.Join(errs...)
+}
+
+// removePods starts the managed containerd of dataDir (if it has one) and removes every pod sandbox and
+// container through CRI, then stops it. It returns the pod UIDs it found.
+func removePods(ctx context.Context, dataDir string, st State, log *slog.Logger) ([]string, error) {
+	dir := filepath.Join(dataDir, "containerd")
+	if _, err := os.Stat(filepath.Join(dir, "root")); err != nil {
+		return nil, nil // containerd never ran here
+	}
+	binDirs := []string{filepath.Join(dataDir, "cni", "bin")}
+	for _, d := range containerd.DefaultCNIBinDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			binDirs = append(binDirs, d)
+		}
+	}
+	sup, err := containerd.New(ctx, containerd.Config{Dir: dir, Binary: st.Containerd, CNIConfDir: st.CNIConfDir,
+		CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("starting the managed containerd to remove pods", "dir", dir)
+	if err := sup.Start(ctx); err != nil {
+		return nil, errors.Join(err, sup.Stop(ctx))
+	}
+	var uids []string
+	if c := sup.Client(); c != nil {
+		resp, err := c.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err == nil {
+			for _, s := range resp.GetItems() {
+				uids = append(uids, s.GetMetadata().GetUid())
+			}
+		}
+	}
+	log.Info("removing pods and containers", "pods", len(uids))
+	return uids, sup.Cleanup(ctx)
+}
+
+// removePodNetwork removes the CNI plugin's iptables chains and the node bridge named in the conflist
+// (defaults when there is none), and with purge the conflist and its IPAM store. The IPAM store is
+// removed only if it lies under dataDir or no allocation is left in it.
+func removePodNetwork(dataDir string, st State, purge bool, log *slog.Logger) error {
+	path := filepath.Join(st.CNIConfDir, filepath.Base(cniconfig.DefaultPath))
+	network, bridge, ipamDir := cniconfig.DefaultNetworkName, netconf.DefaultBridge, netconf.DefaultDataDir
+	var podCIDRs []*net.IPNet
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var list struct {
+			Name    string            `json:"name"`
+			Plugins []netconf.NetConf `json:"plugins"`
+		}
+		if err := json.Unmarshal(b, &list); err != nil {
+			return fmt.Errorf("down: %s: %w", path, err)
+		}
+		network = list.Name
+		for _, p := range list.Plugins {
+			if p.Type != netconf.PluginType {
+				continue
+			}
+			if p.Bridge != "" {
+				bridge = p.Bridge
+			}
+			if p.IPAM.DataDir != "" {
+				ipamDir = p.IPAM.DataDir
+			}
+			for _, r := range p.IPAM.Ranges {
+				n := net.IPNet(r.Subnet)
+				podCIDRs = append(podCIDRs, &n)
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var errs []error
+	ipt, err := iptables.New()
+	if err != nil {
+		return err
+	}
+	log.Info("removing the pod network's rules", "network", network, "podCIDRs", podCIDRs)
+	errs = append(errs, masq.Teardown(ipt, network, podCIDRs), portmap.Teardown(ipt, network))
+	if link, err := netlink.LinkByName(bridge); err == nil {
+		if _, ok := link.(*netlink.Bridge); ok {
+			log.Info("removing the node bridge", "bridge", bridge)
+			errs = append(errs, netlink.LinkDel(link))
+		}
+	}
+	if purge {
+		if err := os.Remove(path); err == nil {
+			log.Info("removed the CNI conflist", "path", path)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		store := filepath.Join(ipamDir, network)
+		if within(store, dataDir) || ipamEmpty(store) {
+			errs = append(errs, os.RemoveAll(store))
+		} else {
+			log.Warn("IPAM store outside the data dir still holds allocations; left in place", "dir", store)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ipamEmpty reports whether the IPAM store dir holds no per-address allocation file (only its lock and
+// last-reserved bookkeeping, or nothing).
+func ipamEmpty(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if net.ParseIP(e.Name()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// terminate sends SIGTERM to pid, waits up to grace, then SIGKILL.
+func terminate(pid int, grace time.Duration) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return nil // gone already
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return nil
+	}
+	time.Sleep(500 * time.Millisecond)
+	return fmt.Errorf("pid %d did not stop within %s: killed", pid, grace)
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// processUses reports whether pid's command line names dataDir (so only this cluster's components are
+// signalled).
+func processUses(pid int, dataDir string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return err == nil && strings.Contains(string(b), "\x00"+dataDir+"\x00")
+}
