@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	certutil "k8s.io/client-go/util/cert"
 	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
 	cniinstall "github.com/nodekit/nodekit/cni/install"
@@ -75,6 +76,7 @@ func init() {
 
 // runAgent wires the runtime, the kubelet and its node half together and runs them until ctx ends.
 func runAgent(ctx context.Context, f *agentFlags) error {
+	klog.SetSlogLogger(slog.Default()) // client-go and the lease controller log through klog
 	kc, err := f.kubelet.Resolve()
 	if err != nil {
 		return err
