@@ -86,8 +86,20 @@ func TestHTTP(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
+	// /big offers 64 MiB; the probe reads at most 10 KiB and hangs up, so the handler's writes fail
+	// long before the end (only socket buffers absorb the rest).
+	bigWritten := make(chan int, 1)
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(strings.Repeat("x", 1<<20)))
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		n := 0
+		for n < 64<<20 {
+			k, err := w.Write(chunk)
+			n += k
+			if err != nil {
+				break
+			}
+		}
+		bigWritten <- n
 	})
 	mux.HandleFunc("/redirect-ok", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok", http.StatusFound) })
 	mux.HandleFunc("/redirect-fail", func(w http.ResponseWriter, r *http.Request) {
@@ -164,6 +176,14 @@ func TestHTTP(t *testing.T) {
 	})
 	t.Run("body read is bounded", func(t *testing.T) {
 		expect(t, pr.Run(ctx, httpProbe(intstr.FromInt32(int32(port)), "/big", v1.URISchemeHTTP), target), Success, "")
+		select {
+		case n := <-bigWritten:
+			if n >= 64<<20 {
+				t.Fatalf("the whole %d-byte body was read", n)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server is still writing the body: the probe did not hang up")
+		}
 	})
 	t.Run("redirect same host followed", func(t *testing.T) {
 		before := hits.Load()
