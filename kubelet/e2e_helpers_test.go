@@ -61,6 +61,7 @@ type node struct {
 	prober kubelet.ProbeManager
 
 	mu     sync.Mutex
+	kl     *kubelet.Kubelet // the in-process kubelet, while running
 	cancel context.CancelFunc
 	done   chan error
 	child  *exec.Cmd
@@ -124,7 +125,7 @@ func (n *node) start() {
 	done := make(chan error, 1)
 	go func() { done <- kl.Run(ctx) }()
 	n.mu.Lock()
-	n.cancel, n.done = cancel, done
+	n.kl, n.cancel, n.done = kl, cancel, done
 	n.mu.Unlock()
 }
 

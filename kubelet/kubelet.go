@@ -21,6 +21,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,6 +70,8 @@ type Kubelet struct {
 	static    map[types.UID]bool
 	unhealthy map[string]string // container ID → probe failure message
 	volPaths  map[types.UID]map[string]string
+	probed    map[types.UID]bool // pods handed to the ProbeManager
+	started   bool
 	node      *v1.Node
 	nodeAt    time.Time
 }
@@ -89,6 +92,7 @@ func New(cfg Config) (*Kubelet, error) {
 		static:    map[types.UID]bool{},
 		unhealthy: map[string]string{},
 		volPaths:  map[types.UID]map[string]string{},
+		probed:    map[types.UID]bool{},
 		running:   make(chan struct{}),
 	}
 	if k.prober == nil {
@@ -101,8 +105,16 @@ func New(cfg Config) (*Kubelet, error) {
 
 // Run watches the node's pods and runs them until ctx is cancelled; it returns nil then (after the pod
 // workers stopped), or earlier an error that stops the kubelet (its directories cannot be created, the
-// runtime does not answer CRI Version). Pods keep running when Run returns: a later Run adopts them.
+// runtime does not answer CRI Version). Pods keep running when Run returns: a later Kubelet's Run
+// adopts them. Run may be called once per Kubelet.
 func (k *Kubelet) Run(ctx context.Context) error {
+	k.mu.Lock()
+	if k.started {
+		k.mu.Unlock()
+		return errors.New("kubelet: Run called twice")
+	}
+	k.started = true
+	k.mu.Unlock()
 	for _, d := range []string{k.cfg.RootDir, k.cfg.PodLogsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("kubelet: %w", err)

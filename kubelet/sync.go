@@ -93,12 +93,25 @@ func (k *Kubelet) forgetUnhealthy(rs *kuberuntime.PodStatus) {
 	}
 }
 
+// addToProber hands the pod to the ProbeManager on its first sync.
 func (k *Kubelet) addToProber(pod *v1.Pod) {
 	k.mu.Lock()
-	_, seen := k.volPaths[pod.UID]
+	seen := k.probed[pod.UID]
+	k.probed[pod.UID] = true
 	k.mu.Unlock()
 	if !seen {
 		k.prober.AddPod(pod)
+	}
+}
+
+// removeFromProber stops the pod's probes once (after termination).
+func (k *Kubelet) removeFromProber(pod *v1.Pod) {
+	k.mu.Lock()
+	seen := k.probed[pod.UID]
+	delete(k.probed, pod.UID)
+	k.mu.Unlock()
+	if seen {
+		k.prober.RemovePod(pod)
 	}
 }
 
@@ -123,7 +136,7 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePeri
 // SyncTerminatedPod releases the stopped pod's volumes and cgroups, writes its final status and, when it
 // was deleted, deletes the API object.
 func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
-	k.prober.RemovePod(pod)
+	k.removeFromProber(pod)
 	if err := k.volumes.TearDownPod(pod.UID); err != nil {
 		return fmt.Errorf("tear down volumes: %w", err)
 	}
