@@ -69,7 +69,7 @@ func init() {
 	fs.StringVar(&f.cniBinDir, "cni-bin-dir", "", "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too)")
 	fs.StringVar(&f.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "the cluster's pod network, containing every node's podCIDR")
-	fs.StringVar(&f.imagesDir, "images-dir", "", "OCI image archives imported into containerd at start (default <data-dir>/images)")
+	fs.StringVar(&f.imagesDir, "images-dir", "", "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")
 	f.kubelet = kubeletconfig.AddFlags(fs)
 	root.AddCommand(cmd)
 }
