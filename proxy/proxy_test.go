@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -15,13 +14,13 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/ipvs"
 )
 
@@ -41,19 +40,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-func nodeNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
-	return n
 }
 
 func service(name, ip string, port int32, proto v1.Protocol) *v1.Service {
@@ -115,7 +101,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // protocol) and one whose targetPort name no endpoint has are reported by name in the log and in
 // nodekit_proxy_service_problems, while the good Service next to them is programmed.
 func TestBadServicesDoNotBreakOthers(t *testing.T) {
-	node := nodeNS(t)
+	node := testns.New(t)
 	client := fake.NewClientset(
 		service("bad-port", "10.96.0.2", 0, v1.ProtocolTCP),
 		service("bad-proto", "10.96.0.3", 80, "ICMP"),
@@ -174,7 +160,7 @@ func TestBadServicesDoNotBreakOthers(t *testing.T) {
 // TestBurstIsCoalesced: 40 Services created in a burst are applied in a handful of syncs, never more
 // often than MinSyncPeriod.
 func TestBurstIsCoalesced(t *testing.T) {
-	node := nodeNS(t)
+	node := testns.New(t)
 	client := fake.NewClientset()
 	p := start(t, Config{Client: client, NodeName: "n1", NetNS: node, MinSyncPeriod: 500 * time.Millisecond, MetricsAddr: "127.0.0.1:0"})
 	waitFor(t, "first sync", func() bool { return p.Applied() != nil })

@@ -8,24 +8,14 @@ import (
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/state"
 )
 
 // newNodeNS creates a network namespace for the test and removes it on cleanup.
-func newNodeNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Skipf("cannot create a network namespace (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
-	return n
-}
-
 func saveAll(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("iptables-save").Output()
@@ -54,7 +44,7 @@ func port(name string, cip string, p int32, proto v1.Protocol, eps ...string) *s
 }
 
 func TestSyncPartialAndCleanup(t *testing.T) {
-	node := newNodeNS(t)
+	node := testns.New(t)
 	err := node.Do(func(ns.NetNS) error {
 		ctx := context.Background()
 		// A pre-existing rule of another owner, which nodekit must leave alone.

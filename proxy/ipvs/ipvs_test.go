@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/state"
 )
 
@@ -81,25 +80,12 @@ func TestDesired(t *testing.T) {
 	}
 }
 
-func newNS(t *testing.T) ns.NetNS {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
-	return n
-}
-
 // TestSyncIPVS programs a real kernel's IPVS; it needs ip_vs.
 func TestSyncIPVS(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Skipf("kernel has no ip_vs: %v", err)
 	}
-	n := newNS(t)
+	n := testns.New(t)
 	err := n.Do(func(ns.NetNS) error {
 		s, err := New(Config{}, nil)
 		if err != nil {
@@ -126,7 +112,7 @@ func TestCleanupWithoutIPVS(t *testing.T) {
 	if _, err := exec.LookPath("ipset"); err != nil {
 		t.Skip("ipset not installed")
 	}
-	n := newNS(t)
+	n := testns.New(t)
 	err := n.Do(func(ns.NetNS) error {
 		s := &Syncer{}
 		dummy := true
