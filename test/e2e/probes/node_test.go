@@ -19,12 +19,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/prober"
@@ -91,8 +93,16 @@ func startNode(t *testing.T) *node {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kl.Run(runCtx) }()
+	// The endpointslice controller turns container readiness into endpoint readiness.
+	ctrlDone := make(chan error, 1)
+	go func() {
+		ctrlDone <- controllers.Run(runCtx, n.client, controllers.Options{Controllers: []string{controllers.EndpointSlice}, Logger: log})
+	}()
 	t.Cleanup(func() {
 		cancel()
+		if err := <-ctrlDone; err != nil {
+			t.Errorf("controllers: %v", err)
+		}
 		select {
 		case err := <-done:
 			if err != nil {
@@ -138,7 +148,7 @@ func removeCgroups(t *testing.T, root string) {
 func (n *node) demoPod(name string, args ...string) *v1.Pod {
 	grace := int64(2)
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
 		Spec: v1.PodSpec{
 			NodeName: n.name, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{
@@ -252,6 +262,40 @@ func isReady(want bool) func(*v1.Pod) bool {
 	return func(p *v1.Pod) bool {
 		cs := demo(p)
 		return cs != nil && cs.Ready == want && condition(p, v1.PodReady) == s && condition(p, v1.ContainersReady) == s
+	}
+}
+
+// endpointReady reads the ready condition of pod's endpoint in service's EndpointSlices; found is false
+// while the pod has no endpoint there.
+func (n *node) endpointReady(t *testing.T, service, pod string) (ready, found bool) {
+	t.Helper()
+	list, err := n.client.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range list.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.TargetRef != nil && ep.TargetRef.Name == pod {
+				return ep.Conditions.Ready != nil && *ep.Conditions.Ready, true
+			}
+		}
+	}
+	return false, false
+}
+
+// waitEndpoint waits until pod's endpoint in service has ready == want.
+func (n *node) waitEndpoint(t *testing.T, service, pod string, want bool, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ready, found := n.endpointReady(t, service, pod)
+		if found && ready == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("endpoint of pod %s in service %s: ready=%v found=%v after %v, want ready=%v", pod, service, ready, found, timeout, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -50,7 +50,8 @@ func TestProbes(t *testing.T) {
 }
 
 // readinessFlips: /readyz failing takes the pod out of Ready within period×failureThreshold (+1 period)
-// and back within period×successThreshold (+1 period); readiness never restarts the container.
+// and back within period×successThreshold (+1 period), and its Service endpoint with it; readiness
+// never restarts the container.
 func readinessFlips(t *testing.T, n *node) {
 	const period, failures, successes = 2, 2, 1
 	p := n.demoPod("readiness")
@@ -59,13 +60,20 @@ func readinessFlips(t *testing.T, n *node) {
 	// A tcpSocket liveness probe on the named port keeps passing throughout.
 	p.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("http")}}, PeriodSeconds: 1}
 	n.create(t, p)
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "readiness", Namespace: ns}, Spec: v1.ServiceSpec{
+		Selector: map[string]string{"app": p.Name}, Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}
+	if _, err := n.client.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	got := n.wait(t, p.Name, 90*time.Second, "Ready", isReady(true))
+	n.waitEndpoint(t, svc.Name, p.Name, true, propagation)
 
 	n.exec(t, got, "touch", "/tmp/readyz-fail")
 	start := time.Now()
 	limit := time.Duration(period*failures+period)*time.Second + propagation
 	n.wait(t, p.Name, limit, "not Ready after /readyz failed", isReady(false))
 	t.Logf("not Ready %v after /readyz failed (period %ds × failureThreshold %d, +1 period = %ds)", time.Since(start).Round(100*time.Millisecond), period, failures, period*failures+period)
+	n.waitEndpoint(t, svc.Name, p.Name, false, propagation)
 	n.waitEvent(t, p.Name, "Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 503", 10*time.Second)
 
 	n.exec(t, got, "rm", "/tmp/readyz-fail")
@@ -73,6 +81,7 @@ func readinessFlips(t *testing.T, n *node) {
 	limit = time.Duration(period*successes+period)*time.Second + propagation
 	back := n.wait(t, p.Name, limit, "Ready again after /readyz recovered", isReady(true))
 	t.Logf("Ready again %v after /readyz recovered", time.Since(start).Round(100*time.Millisecond))
+	n.waitEndpoint(t, svc.Name, p.Name, true, propagation)
 	if cs := demo(back); cs.RestartCount != 0 || cs.ContainerID != demo(got).ContainerID {
 		t.Fatalf("readiness restarted the container: restartCount=%d id %s -> %s", cs.RestartCount, demo(got).ContainerID, cs.ContainerID)
 	}
