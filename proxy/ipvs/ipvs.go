@@ -89,6 +89,11 @@ func New(cfg Config, log *slog.Logger) (*Syncer, error) {
 	if cfg.Scheduler == "" {
 		cfg.Scheduler = "rr"
 	}
+	// IPVS-forwarded packets must pass through conntrack for the masquerade rules to apply (kube-proxy sets
+	// the same sysctl).
+	if err := os.WriteFile("/proc/sys/net/ipv4/vs/conntrack", []byte("1"), 0o644); err != nil {
+		return nil, fmt.Errorf("IPVS mode: set net.ipv4.vs.conntrack=1: %w", err)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
