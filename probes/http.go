@@ -28,12 +28,11 @@ const maxRedirects = 10
 func newHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         dialer().DialContext,
-			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify certificates, as upstream
-			DisableKeepAlives:   true,
-			DisableCompression:  true,
-			TLSHandshakeTimeout: 0, // the request context bounds it
+			Proxy:              nil, // never through HTTP_PROXY: the pod is local
+			DialContext:        dialer().DialContext,
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify certificates, as upstream
+			DisableKeepAlives:  true,
+			DisableCompression: true,
 		},
 		CheckRedirect: checkRedirect,
 	}

@@ -45,6 +45,7 @@ type Result struct {
 	Warning string
 }
 
+// String is "<Status>", "<Status>: <Reason>" or "<Status> (warning: <Warning>)".
 func (r Result) String() string {
 	switch {
 	case r.Reason != "":
@@ -89,9 +90,8 @@ type Target struct {
 	Container *v1.Container
 }
 
-// Prober runs probes. The zero value works except for exec probes, which need Exec. A Prober is safe for
-// concurrent use and holds one HTTP transport (keep-alives off, as upstream, so no connection outlives
-// its probe).
+// Prober runs probes; create it with New. It is safe for concurrent use and holds one HTTP transport
+// (keep-alives off, as upstream, so no connection outlives its probe).
 type Prober struct {
 	exec      Execer
 	userAgent string
