@@ -237,14 +237,15 @@ func fullListener(t *testing.T) int {
 		t.Fatal(err)
 	}
 	port := sa.(*syscall.SockaddrInet4).Port
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 256; i++ {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 		if err != nil {
-			break // the queue is full
+			return port // the queue is full
 		}
 		t.Cleanup(func() { c.Close() })
 	}
-	return port
+	t.Fatal("256 connects to a listener with backlog 0 that never accepts all succeeded")
+	return 0
 }
 
 func TestTCP(t *testing.T) {
