@@ -579,8 +579,10 @@ func podReady(p *v1.Pod) bool {
 	return false
 }
 
-// binaries returns the directory holding nodekit and nodekit-cni: $NODEKIT_BIN, or a fresh build.
+// binaries returns the directory holding nodekit and nodekit-cni: $NODEKIT_BIN, or a build shared by the
+// package's tests (removed by TestMain).
 func binaries(t *testing.T) string {
+	t.Helper()
 	if d := os.Getenv("NODEKIT_BIN"); d != "" {
 		for _, b := range []string{"nodekit", "nodekit-cni"} {
 			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
@@ -589,12 +591,33 @@ func binaries(t *testing.T) string {
 		}
 		return d
 	}
-	dir := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", dir, "github.com/nodekit/nodekit/cmd/nodekit", "github.com/nodekit/nodekit/cmd/nodekit-cni").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "nkup-bin-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", buildDir, "github.com/nodekit/nodekit/cmd/nodekit", "github.com/nodekit/nodekit/cmd/nodekit-cni").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return dir
+	return buildDir
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 func freePort(t *testing.T) int {

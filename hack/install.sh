@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Installs nodekit on a Debian/Ubuntu host as systemd services, as a server or as an agent joining one.
+#
+#   install.sh server [--advertise-address IP] [--node-name NAME] [-- EXTRA SERVER FLAGS]
+#   install.sh agent  --server https://HOST:6443 (--token TOKEN | --kubeconfig FILE)
+#                     [--node-name NAME] [--node-ip IP] [-- EXTRA AGENT FLAGS]
+#
+# What it does: installs the host packages (containerd, runc, iptables, conntrack, ...), copies the
+# nodekit and nodekit-cni binaries to $PREFIX/bin, writes /etc/nodekit/<role>.env, installs the units of
+# hack/systemd and, when systemd runs, enables and starts them. A server also runs its own agent and
+# proxy, so it is a node too.
+#
+# Environment:
+#   NODEKIT_BIN_DIR   directory holding nodekit and nodekit-cni (default: bin/ of this checkout)
+#   NODEKIT_DATA_DIR  data directory (default /var/lib/nodekit)
+#   PREFIX            install prefix of the binaries (default /usr/local)
+#   DESTDIR           root the files are written under (default /; for packaging and tests)
+#   NODEKIT_SKIP_DEPS=1   do not apt-get install the host packages
+#   NODEKIT_NO_START=1    install only; do not enable or start the services
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bin_dir=${NODEKIT_BIN_DIR:-$here/../bin}
+data_dir=${NODEKIT_DATA_DIR:-/var/lib/nodekit}
+prefix=${PREFIX:-/usr/local}
+destdir=${DESTDIR:-}
+etc_dir=$destdir/etc/nodekit
+unit_dir=$destdir/etc/systemd/system
+
+die() {
+	echo "install.sh: $*" >&2
+	exit 1
+}
+
+usage() {
+	sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+[ $# -ge 1 ] || usage
+role=$1
+shift
+case $role in
+server | agent) ;;
+-h | --help) usage ;;
+*) die "unknown role '$role': use server or agent" ;;
+esac
+
+server_url='' token='' kubeconfig='' node_name='' node_ip='' advertise=''
+extra=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--server) server_url=${2:?--server needs a URL}; shift 2 ;;
+	--token) token=${2:?--token needs a value}; shift 2 ;;
+	--kubeconfig) kubeconfig=${2:?--kubeconfig needs a file}; shift 2 ;;
+	--node-name) node_name=${2:?--node-name needs a name}; shift 2 ;;
+	--node-ip) node_ip=${2:?--node-ip needs an address}; shift 2 ;;
+	--advertise-address) advertise=${2:?--advertise-address needs an address}; shift 2 ;;
+	--) shift; extra=("$@"); break ;;
+	*) die "unknown flag '$1'" ;;
+	esac
+done
+
+if [ -z "$destdir" ] && [ "$(id -u)" -ne 0 ]; then
+	die "run as root (it installs packages, binaries and systemd units)"
+fi
+if [ -r /etc/os-release ]; then
+	# shellcheck disable=SC1091
+	. /etc/os-release
+	case " ${ID:-} ${ID_LIKE:-} " in
+	*" debian "* | *" ubuntu "*) ;;
+	*) die "this installer supports Debian and Ubuntu (found ID=${ID:-unknown})" ;;
+	esac
+fi
+for b in nodekit nodekit-cni; do
+	[ -x "$bin_dir/$b" ] || die "$bin_dir/$b not found: run 'make build' or set NODEKIT_BIN_DIR"
+done
+
+if [ "$role" = agent ]; then
+	[ -n "$server_url" ] || die "agent: --server https://HOST:6443 is required"
+	case $server_url in https://*) ;; *) die "agent: --server '$server_url' must be an https:// URL" ;; esac
+	if [ -n "$token" ] && [ -n "$kubeconfig" ]; then
+		die "agent: give --token or --kubeconfig, not both"
+	elif [ -n "$token" ]; then
+		# Token join: the agent presents the server-issued token and receives its node client certificate.
+		"$bin_dir/nodekit" agent --help 2>&1 | grep -q -- '--token' ||
+			die "agent: this nodekit's agent has no --token join yet; use --kubeconfig FILE (a node kubeconfig)"
+	elif [ -n "$kubeconfig" ]; then
+		[ -r "$kubeconfig" ] || die "agent: --kubeconfig $kubeconfig is not readable"
+	else
+		die "agent: --token TOKEN or --kubeconfig FILE is required to join the server"
+	fi
+fi
+
+if [ -z "${NODEKIT_SKIP_DEPS:-}" ]; then
+	if [ -x "$here/install-deps.sh" ]; then
+		"$here/install-deps.sh"
+	else
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q containerd runc containernetworking-plugins \
+			iptables conntrack ipset iproute2 >/dev/null
+	fi
+fi
+
+echo "installing nodekit ($role) into ${destdir}${prefix}/bin"
+install -d -m 0755 "$destdir$prefix/bin" "$etc_dir" "$unit_dir"
+install -m 0755 "$bin_dir/nodekit" "$bin_dir/nodekit-cni" "$destdir$prefix/bin/"
+
+# quote renders words for a systemd EnvironmentFile value (double-quoted, escapes for " and \).
+quote() {
+	local out='' w
+	for w in "$@"; do
+		w=${w//\\/\\\\}
+		w=${w//\"/\\\"}
+		out+="${out:+ }$w"
+	done
+	printf '"%s"' "$out"
+}
+
+node_args=()
+[ -n "$node_name" ] && node_args+=(--node-name "$node_name")
+[ -n "$node_ip" ] && node_args+=(--node-ip "$node_ip")
+proxy_node=()
+[ -n "$node_name" ] && proxy_node+=(--hostname-override "$node_name")
+
+units=(nodekit-agent.service nodekit-proxy.service)
+if [ "$role" = server ]; then
+	server_args=()
+	[ -n "$advertise" ] && server_args+=(--advertise-address "$advertise")
+	server_args+=("${extra[@]}")
+	umask 077
+	{
+		echo "# nodekit server settings (hack/install.sh)"
+		echo "NODEKIT_DATA_DIR=$data_dir"
+		echo "NODEKIT_SERVER_ARGS=$(quote "${server_args[@]}")"
+	} >"$etc_dir/server.env"
+	# The server's own node uses the admin kubeconfig it writes; the agent waits for it.
+	agent_kubeconfig=$data_dir/admin.kubeconfig
+	agent_args=(--kubeconfig "$agent_kubeconfig" "${node_args[@]}")
+	units=(nodekit-server.service "${units[@]}")
+else
+	agent_kubeconfig=/etc/nodekit/agent.kubeconfig
+	agent_args=(--server "$server_url" --kubeconfig "$agent_kubeconfig" "${node_args[@]}")
+	if [ -n "$token" ]; then
+		agent_args+=(--token "$token")
+	else
+		install -m 0600 "$kubeconfig" "$etc_dir/agent.kubeconfig"
+	fi
+	agent_args+=("${extra[@]}")
+fi
+umask 077
+{
+	echo "# nodekit agent and proxy settings (hack/install.sh)"
+	echo "NODEKIT_DATA_DIR=$data_dir"
+	echo "NODEKIT_AGENT_ARGS=$(quote "${agent_args[@]}")"
+	echo "NODEKIT_PROXY_ARGS=$(quote --kubeconfig "$agent_kubeconfig" "${proxy_node[@]}")"
+} >"$etc_dir/agent.env"
+umask 022
+for u in "${units[@]}"; do
+	sed "s|/usr/local/bin/nodekit|$prefix/bin/nodekit|" "$here/systemd/$u" >"$unit_dir/$u"
+	chmod 0644 "$unit_dir/$u"
+done
+echo "installed: ${units[*]} and $etc_dir/{$( [ "$role" = server ] && echo server.env,)agent.env}"
+
+if [ -n "${NODEKIT_NO_START:-}" ] || [ -n "$destdir" ]; then
+	echo "not starting the services (NODEKIT_NO_START or DESTDIR set)"
+	exit 0
+fi
+if [ ! -d /run/systemd/system ]; then
+	echo "systemd does not run here: start the services by hand, e.g. '$prefix/bin/nodekit $role --data-dir $data_dir'" >&2
+	exit 0
+fi
+systemctl daemon-reload
+systemctl enable --now "${units[@]}"
+echo "started: ${units[*]} (journalctl -u nodekit-$role -f)"
+if [ "$role" = server ]; then
+	echo "kubeconfig: $data_dir/admin.kubeconfig"
+fi
