@@ -35,6 +35,7 @@ func (o *restOptions) GetRESTOptions(resource schema.GroupResource, _ runtime.Ob
 		StorageConfig:           o.config.ForResource(resource),
 		Decorator:               genericregistry.StorageWithCacher(),
 		DeleteCollectionWorkers: 2,
+		EnableGarbageCollection: true,
 		ResourcePrefix:          resource.Resource,
 	}, nil
 }
