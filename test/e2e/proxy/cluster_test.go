@@ -348,11 +348,18 @@ func (c *cluster) setEndpoints(svc, portName string, proto v1.Protocol, port int
 
 // startProxy runs a Proxier for node1 until the test ends (or stop is called) and returns it.
 func (c *cluster) startProxy() (p *proxy.Proxier, stop func()) {
+	return c.startProxyWith(func(*proxy.Config) {})
+}
+
+// startProxyWith is startProxy with the configuration adjusted by mutate.
+func (c *cluster) startProxyWith(mutate func(*proxy.Config)) (p *proxy.Proxier, stop func()) {
 	c.t.Helper()
-	p, err := proxy.New(proxy.Config{
+	cfg := proxy.Config{
 		Client: c.proxyClient, Mode: proxy.ModeIPTables, NodeName: c.node1.Name, ClusterCIDR: clusterCIDR,
 		MinSyncPeriod: 50 * time.Millisecond, SyncPeriod: time.Minute, MetricsAddr: "127.0.0.1:0", NetNS: c.node1.NS,
-	})
+	}
+	mutate(&cfg)
+	p, err := proxy.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -78,14 +78,15 @@ func TestClusterIPSpreadScaleAndReject(t *testing.T) {
 }
 
 // TestNodePortAndExternalTrafficPolicyLocal: a NodePort answers on node1's IP from node1 itself and from
-// node2, balancing over endpoints on both nodes (masqueraded); with externalTrafficPolicy Local only the
-// local endpoint answers, and it sees the real client address.
+// node2, balancing over endpoints on both nodes (masqueraded), and on 127.0.0.1 when localhost NodePorts are
+// enabled; with externalTrafficPolicy Local only the local endpoint answers, and it sees the real client
+// address.
 func TestNodePortAndExternalTrafficPolicyLocal(t *testing.T) {
 	c := newCluster(t)
 	local, remote := c.addPod(c.node1, "local"), c.addPod(c.node2, "remote")
 	c.serveTCP(local, 8080)
 	c.serveTCP(remote, 8080)
-	p, _ := c.startProxy()
+	p, _ := c.startProxyWith(func(cfg *proxy.Config) { cfg.LocalhostNodePorts = true })
 
 	cluster := tcpService("np-cluster", 80)
 	cluster.Spec.Type = v1.ServiceTypeNodePort
@@ -110,6 +111,10 @@ func TestNodePortAndExternalTrafficPolicyLocal(t *testing.T) {
 		if counts["local"] == 0 || counts["remote"] == 0 {
 			t.Errorf("policy Cluster should reach both endpoints: %v", counts)
 		}
+	}
+
+	if out, err := requestFromNode(c.node1, "127.0.0.1:30080"); err != nil || !strings.HasPrefix(out, "local ") && !strings.HasPrefix(out, "remote ") {
+		t.Errorf("localhost NodePort: %q, %v", out, err)
 	}
 
 	nodePortLocal := net.JoinHostPort(c.node1.IP.String(), "30081")
