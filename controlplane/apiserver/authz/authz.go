@@ -45,25 +45,19 @@ var read = []string{"get", "list", "watch"}
 
 // nodeRules: resource (group/resource[/subresource]) → verbs a node may use.
 var nodeRules = map[string][]string{
-	"/nodes":                             {"get", "list", "watch", "create", "update", "patch", "delete"},
-	"/nodes/status":                      {"get", "update", "patch"},
-	"/pods":                              {"get", "list", "watch", "create", "delete"},
-	"/pods/status":                       {"get", "update", "patch"},
-	"/pods/eviction":                     {"create"},
-	"/events":                            {"create", "update", "patch"},
-	"/services":                          read,
-	"/endpoints":                         read,
-	"discovery.k8s.io/endpointslices":    read,
-	"/configmaps":                        read,
-	"/secrets":                           read,
-	"/serviceaccounts":                   read,
-	"/namespaces":                        read,
-	"coordination.k8s.io/leases":         {"get", "list", "watch", "create", "update", "patch", "delete"},
-	"/persistentvolumeclaims":            read,
-	"/persistentvolumes":                 read,
-	"events.k8s.io/events":               {"create", "update", "patch"},
-	"/serviceaccounts/token":             {"create"},
-	"authentication.k8s.io/tokenreviews": {"create"},
+	"/nodes":                          {"get", "list", "watch", "create", "update", "patch", "delete"},
+	"/nodes/status":                   {"get", "update", "patch"},
+	"/pods":                           {"get", "list", "watch", "create", "delete"},
+	"/pods/status":                    {"get", "update", "patch"},
+	"/pods/eviction":                  {"create"},
+	"/events":                         {"create", "update", "patch"},
+	"/services":                       read,
+	"/endpoints":                      read,
+	"discovery.k8s.io/endpointslices": read,
+	"/serviceaccounts":                read,
+	"/namespaces":                     read,
+	"coordination.k8s.io/leases":      {"get", "list", "watch", "create", "update", "patch", "delete"},
+	"/serviceaccounts/token":          {"create"},
 }
 
 // Authorize allows masters everything and nodes the rules above; it never returns an error.

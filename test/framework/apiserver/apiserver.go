@@ -135,9 +135,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		body, err := s.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err == nil && string(body) == "ok" {
-			_, err = s.Client.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1GetOptions)
+			_, err = s.Client.CoreV1().Namespaces().Get(ctx, "kube-node-lease", metav1.GetOptions{})
 			if err == nil {
-				_, err = s.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1GetOptions)
+				_, err = s.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 			}
 			if err == nil {
 				return nil
@@ -262,5 +262,3 @@ func freePort() (int, error) {
 	_, p, _ := net.SplitHostPort(l.Addr().String())
 	return strconv.Atoi(p)
 }
-
-var metav1GetOptions = metav1.GetOptions{}

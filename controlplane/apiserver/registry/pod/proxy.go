@@ -175,7 +175,5 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 		}
 	}
 	u.RawQuery = q.Encode()
-	h := proxy.NewUpgradeAwareHandler(u, rt, false, true, proxy.NewErrorResponder(responder))
-	h.MaxBytesPerSec = 0
-	return h, nil
+	return proxy.NewUpgradeAwareHandler(u, rt, false, true, proxy.NewErrorResponder(responder)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,7 +101,7 @@ func (a Allocators) beginCreate(ctx context.Context, obj runtime.Object, options
 		taken = append(taken, func() { _ = a.IPs.Release(context.Background(), ip) })
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
 		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
-		if isIPv6(ip) {
+		if net.ParseIP(ip).To4() == nil {
 			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
 		}
 		single := corev1.IPFamilyPolicySingleStack
@@ -223,15 +224,6 @@ func nodePortString(p int32) string {
 		return ""
 	}
 	return fmt.Sprint(p)
-}
-
-func isIPv6(ip string) bool {
-	for _, c := range ip {
-		if c == ':' {
-			return true
-		}
-	}
-	return false
 }
 
 var table = store.Table{
