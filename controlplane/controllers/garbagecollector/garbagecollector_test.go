@@ -2,10 +2,8 @@ package garbagecollector
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
 
 // TestCollectsOrphansKeepsOwned: a pod whose ReplicaSet is gone is deleted; a pod whose owner lives
@@ -30,31 +30,19 @@ func TestCollectsOrphansKeepsOwned(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{ref("live", "old-uid"), ref("live", "live-uid")}}}
 	client := fake.NewClientset(rs, orphan, owned, mixed)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go c.Run(ctx, 2)
-
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
+	controllertest.Eventually(t, "orphan collected, dangling reference dropped", func() error {
 		_, errOrphan := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
 		m, errMixed := client.CoreV1().Pods("default").Get(ctx, "mixed", metav1.GetOptions{})
-		if apierrors.IsNotFound(errOrphan) && errMixed == nil && len(m.OwnerReferences) == 1 {
-			if m.OwnerReferences[0].UID != "live-uid" {
-				t.Fatalf("kept the wrong reference: %+v", m.OwnerReferences)
-			}
-			break
+		if !apierrors.IsNotFound(errOrphan) || errMixed != nil || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].UID != "live-uid" {
+			return fmt.Errorf("orphan err=%v, mixed err=%v refs=%+v", errOrphan, errMixed, m.OwnerReferences)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan err=%v mixed refs=%+v", errOrphan, m.OwnerReferences)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := client.CoreV1().Pods("default").Get(ctx, "owned", metav1.GetOptions{}); err != nil {
 		t.Fatalf("pod with a live owner was collected: %v", err)
 	}
@@ -62,15 +50,11 @@ func TestCollectsOrphansKeepsOwned(t *testing.T) {
 	if err := client.AppsV1().ReplicaSets("default").Delete(ctx, "live", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-		if len(list.Items) == 0 {
-			return
+	controllertest.Eventually(t, "dependents of a deleted owner collected", func() error {
+		list, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 0 {
+			return fmt.Errorf("%d pods left (err %v)", len(list.Items), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pods left after their owner was deleted", len(list.Items))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

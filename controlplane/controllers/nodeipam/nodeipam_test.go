@@ -3,15 +3,15 @@ package nodeipam
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
+	"fmt"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
 
 func TestAllocator(t *testing.T) {
@@ -72,20 +72,16 @@ func TestControllerAssignsAndSurvivesRestart(t *testing.T) {
 	existing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old"}, Spec: v1.NodeSpec{PodCIDR: "10.244.0.0/24", PodCIDRs: []string{"10.244.0.0/24"}}}
 	client := fake.NewClientset(existing, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new1"}})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, "10.244.0.0/16", 24, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory, "10.244.0.0/16", 24, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 1)
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
 	_, err = client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new2"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	controllertest.Eventually(t, "distinct podCIDRs", func() error {
 		seen := map[string]string{}
 		list, _ := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range list.Items {
@@ -97,15 +93,9 @@ func TestControllerAssignsAndSurvivesRestart(t *testing.T) {
 			}
 			seen[n.Spec.PodCIDR] = n.Name
 		}
-		if len(seen) == 3 && seen[""] == "" {
-			if seen["10.244.0.0/24"] != "old" {
-				t.Fatalf("existing podCIDR moved: %v", seen)
-			}
-			return
+		if len(seen) != 3 || seen[""] != "" || seen["10.244.0.0/24"] != "old" {
+			return fmt.Errorf("podCIDRs = %v", seen)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("podCIDRs = %v", seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -2,8 +2,7 @@ package replicaset
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
 
 func TestDeleteFirstRanking(t *testing.T) {
@@ -71,30 +72,25 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go c.Run(ctx, 2)
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
 
 	waitPods := func(n int) []v1.Pod {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var pods []v1.Pod
+		controllertest.Eventually(t, "pod count", func() error {
 			list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 			got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
-			if len(list.Items) == n && got.Status.Replicas == int32(n) && got.Status.ObservedGeneration == 1 {
-				return list.Items
+			if len(list.Items) != n || got.Status.Replicas != int32(n) || got.Status.ObservedGeneration != 1 {
+				return fmt.Errorf("want %d pods, have %d, status %+v", n, len(list.Items), got.Status)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("want %d pods, have %d, status %+v", n, len(list.Items), got.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			pods = list.Items
+			return nil
+		})
+		return pods
 	}
 	pods := waitPods(3)
 	for _, p := range pods {
@@ -113,17 +109,13 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, ready, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	controllertest.Eventually(t, "ready counted", func() error {
 		got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
-		if got.Status.ReadyReplicas == 1 && got.Status.AvailableReplicas == 1 && got.Status.FullyLabeledReplicas == 3 {
-			break
+		if got.Status.ReadyReplicas != 1 || got.Status.AvailableReplicas != 1 || got.Status.FullyLabeledReplicas != 3 {
+			return fmt.Errorf("status = %+v", got.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status = %+v", got.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Scale to 1: the ready pod is the one kept.
 	cur, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
 	one := int32(1)

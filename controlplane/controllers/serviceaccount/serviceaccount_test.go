@@ -2,15 +2,14 @@ package serviceaccount
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
 
 func TestDefaultServiceAccountCreatedAndRecreated(t *testing.T) {
@@ -20,27 +19,17 @@ func TestDefaultServiceAccountCreatedAndRecreated(t *testing.T) {
 		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leaving", DeletionTimestamp: &now}, Status: v1.NamespaceStatus{Phase: v1.NamespaceTerminating}},
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go c.Run(ctx, 1)
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
 	wait := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, err := client.CoreV1().ServiceAccounts("team").Get(ctx, DefaultName, metav1.GetOptions{}); err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("default service account not created")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		controllertest.Eventually(t, "default service account", func() error {
+			_, err := client.CoreV1().ServiceAccounts("team").Get(ctx, DefaultName, metav1.GetOptions{})
+			return err
+		})
 	}
 	wait()
 	if err := client.CoreV1().ServiceAccounts("team").Delete(ctx, DefaultName, metav1.DeleteOptions{}); err != nil {
