@@ -4,8 +4,9 @@
 // (proxy/ipvs). The kernel forwards packets; the proxy only writes rules.
 //
 // Syncs are coalesced: any number of informer events between two syncs cause one sync, no two syncs start
-// less than MinSyncPeriod apart, and a full resync runs at least every SyncPeriod (kube-proxy's
-// --min-sync-period and --sync-period). /healthz and /metrics are served on MetricsAddr.
+// less than MinSyncPeriod apart, and a sync runs at least every SyncPeriod (kube-proxy's --min-sync-period
+// and --sync-period). A sync writes only what changed since the last one; a full resync, which rewrites
+// every rule and removes strays, runs first, after a failure, and every FullSyncPeriod. /healthz and /metrics are served on MetricsAddr.
 package proxy
 
 import (
@@ -59,7 +60,7 @@ type Config struct {
 	// masqueraded. Empty disables that rule.
 	ClusterCIDR string
 	// MinSyncPeriod is the least time between two syncs (default 1s); SyncPeriod the most time between two
-	// full syncs (default 30s).
+	// syncs (default 30s).
 	MinSyncPeriod, SyncPeriod time.Duration
 	// MetricsAddr is the host:port serving /healthz and /metrics (e.g. "127.0.0.1:10249"; port 0 picks one,
 	// see Proxier.Addr). Empty serves nothing.
@@ -74,6 +75,10 @@ type Config struct {
 	// Logger receives one line per event; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// FullSyncPeriod is how often a sync rewrites every rule instead of only the changed ones, repairing
+// changes made behind the proxy's back (kube-proxy's hourly full resync).
+const FullSyncPeriod = time.Hour
 
 // backend is what a proxy mode does on each sync. rules reports the rule counts by kind for /metrics.
 type backend interface {
@@ -275,18 +280,16 @@ func (p *Proxier) Run(ctx context.Context) error {
 	}
 	p.log.Info("proxy started", "mode", p.cfg.Mode, "minSyncPeriod", p.cfg.MinSyncPeriod, "syncPeriod", p.cfg.SyncPeriod, "addr", p.Addr())
 
-	full := time.NewTimer(0) // the first sync is full
-	defer full.Stop()
-	var last time.Time
+	periodic := time.NewTimer(0) // the first sync runs at once
+	defer periodic.Stop()
+	var last, lastFull time.Time
 	retry := time.Duration(0)
 	for {
-		isFull := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.trigger:
-		case <-full.C:
-			isFull = true
+		case <-periodic.C:
 		}
 		if wait := time.Until(last.Add(p.cfg.MinSyncPeriod)); wait > 0 {
 			select {
@@ -300,19 +303,22 @@ func (p *Proxier) Run(ctx context.Context) error {
 		default:
 		}
 		last = time.Now()
-		if err := p.syncOnce(ctx, isFull); err != nil {
+		full := lastFull.IsZero() || last.Sub(lastFull) >= FullSyncPeriod
+		if err := p.syncOnce(ctx, full); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			// The backend rewrites everything on the sync after a failure.
 			retry = min(max(2*retry, p.cfg.MinSyncPeriod), p.cfg.SyncPeriod)
-			p.log.Error("sync failed; will retry with a full sync", "err", err, "retryIn", retry)
-			full.Reset(retry)
+			p.log.Error("sync failed; will retry", "err", err, "retryIn", retry)
+			periodic.Reset(retry)
 			continue
 		}
 		retry = 0
-		if isFull {
-			full.Reset(p.cfg.SyncPeriod)
+		if full {
+			lastFull = last
 		}
+		periodic.Reset(p.cfg.SyncPeriod)
 	}
 }
 

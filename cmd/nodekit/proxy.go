@@ -62,7 +62,7 @@ func init() {
 	f.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "host:port serving /healthz and /metrics; empty disables")
 	f.StringVar(&scheduler, "ipvs-scheduler", "rr", "IPVS scheduler (rr, lc, sh, ...)")
 	f.DurationVar(&minSync, "min-sync-period", time.Second, "least time between two syncs")
-	f.DurationVar(&syncPeriod, "sync-period", 30*time.Second, "most time between two full syncs")
+	f.DurationVar(&syncPeriod, "sync-period", 30*time.Second, "most time between two syncs")
 	f.BoolVar(&localhostNodePorts, "localhost-nodeports", false, "answer NodePorts on 127.0.0.0/8 too (sets route_localnet)")
 	f.BoolVar(&cleanup, "cleanup", false, "remove every rule, chain, ipset and interface the proxy owns, then exit")
 	root.AddCommand(cmd)
