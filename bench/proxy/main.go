@@ -38,7 +38,6 @@ func main() {
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
-	fmt.Printf("%-9s %-8s %-14s %-16s %-18s %-10s\n", "services", "rules", "first sync", "full resync", "one change (p50)", "change/full")
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
@@ -127,6 +126,8 @@ func run(n, changes int) error {
 		if err != nil {
 			return err
 		}
+		// Each figure is printed as soon as it is measured: a 10k run can take many minutes on a loaded box.
+		fmt.Printf("%d services (%d rules): first sync %s\n", n, res.Rules["nat"]+res.Rules["filter"], first.Round(time.Millisecond))
 		// A restart: a new Syncer rewrites every chain over the existing ones.
 		s2, err := iptables.New(iptables.Config{}, nil)
 		if err != nil {
@@ -136,6 +137,7 @@ func run(n, changes int) error {
 		if err != nil {
 			return err
 		}
+		fmt.Printf("%d services: full resync over existing rules %s\n", n, full.Round(time.Millisecond))
 		var times []time.Duration
 		for c := 0; c < changes; c++ {
 			i := (c * 7919) % n
@@ -148,11 +150,11 @@ func run(n, changes int) error {
 				return fmt.Errorf("one change rewrote %d chains; partial sync is not partial", r.ChainsWritten)
 			}
 			times = append(times, d)
+			fmt.Printf("%d services: one change %s\n", n, d.Round(time.Millisecond))
 		}
 		sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
 		p50 := times[len(times)/2]
-		fmt.Printf("%-9d %-8d %-14s %-16s %-18s %-10.2f\n", n, res.Rules["nat"]+res.Rules["filter"],
-			first.Round(time.Millisecond), full.Round(time.Millisecond), p50.Round(time.Millisecond), float64(p50)/float64(full))
+		fmt.Printf("%d services: one change p50 %s = %.2f × full resync\n", n, p50.Round(time.Millisecond), float64(p50)/float64(full))
 		return nil
 	})
 }
