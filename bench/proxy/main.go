@@ -36,6 +36,10 @@ func main() {
 	sizes := flag.String("services", "1000,10000", "comma-separated Service counts")
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
 	flag.Parse()
+	// An interrupted run (a 10k sync can take minutes on a loaded box) ends iptables-restore and still
+	// removes its namespace.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
 	for _, f := range strings.Split(*sizes, ",") {
@@ -43,7 +47,7 @@ func main() {
 		if err != nil || n <= 0 {
 			fail(fmt.Errorf("-services: %q is not a positive count", f))
 		}
-		if err := run(n, *changes); err != nil {
+		if err := run(ctx, n, *changes); err != nil {
 			fail(err)
 		}
 	}
@@ -91,26 +95,14 @@ func slice(svc string, i, gen int) *discovery.EndpointSlice {
 	return es
 }
 
-func run(n, changes int) error {
+func run(ctx context.Context, n, changes int) error {
 	node, err := testutils.NewNS()
 	if err != nil {
 		return fmt.Errorf("network namespace (needs root): %w", err)
 	}
-	remove := func() { _ = node.Close(); _ = testutils.UnmountNS(node) }
-	defer remove()
-	// An interrupted run (a 10k sync can take minutes on a loaded box) still removes its namespace.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	go func() {
-		if _, ok := <-sig; ok {
-			remove()
-			os.Exit(130)
-		}
-	}()
+	defer func() { _ = node.Close(); _ = testutils.UnmountNS(node) }()
 	svcs, slices := objects(n)
 	return node.Do(func(ns.NetNS) error {
-		ctx := context.Background()
 		opts := state.Options{NodeName: "bench-node"}
 		s, err := iptables.New(iptables.Config{}, nil)
 		if err != nil {
