@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/images"
@@ -70,7 +71,10 @@ func start(b *testing.B) *setup {
 		// The kubelet's client gets upstream's kubeAPIQPS/kubeAPIBurst defaults (50/100).
 		cfg := api.NodeConfig(b, s.node)
 		cfg.QPS, cfg.Burst = 50, 100
-		s.client, nodeClient = api.Client, kubernetes.NewForConfigOrDie(cfg)
+		// The bench's own client must not be throttled either (client-go's default is 5 QPS).
+		admin := rest.CopyConfig(api.Config)
+		admin.QPS, admin.Burst = 200, 200
+		s.client, nodeClient = kubernetes.NewForConfigOrDie(admin), kubernetes.NewForConfigOrDie(cfg)
 	}
 	dir := b.TempDir()
 	kl, err := kubelet.New(kubelet.Config{

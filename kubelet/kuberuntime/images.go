@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -37,10 +36,8 @@ func newImagePuller(images runtimeapi.ImageServiceClient, rec record.EventRecord
 	return &imagePuller{images: images, recorder: rec, backOff: flowcontrol.NewBackOff(initial, max), serial: serial}
 }
 
-func (p *imagePuller) forgetPod(uid types.UID) {
-	// Back-off entries are keyed by pod UID and image; flowcontrol garbage-collects stale ones itself.
-	p.backOff.GC()
-}
+// gc drops back-off entries that expired (they are keyed by pod UID and image).
+func (p *imagePuller) gc() { p.backOff.GC() }
 
 // ensure makes the container's image present per its imagePullPolicy (Always: pull every time;
 // IfNotPresent: pull when missing; Never: fail when missing) and returns the image reference to create

@@ -13,13 +13,12 @@ import (
 // CRI labels and annotations the kubelet puts on sandboxes and containers; they are how a restarted
 // kubelet recognises (adopts) what it created. The names are upstream's.
 const (
-	annotationContainerHash         = "io.kubernetes.container.hash"
-	annotationRestartCount          = "io.kubernetes.container.restartCount"
-	annotationTerminationGrace      = "io.kubernetes.pod.terminationGracePeriod"
-	annotationTerminationMessage    = "io.kubernetes.container.terminationMessagePath"
-	annotationTerminationMsgPolicy  = "io.kubernetes.container.terminationMessagePolicy"
-	annotationContainerPorts        = "io.kubernetes.container.ports"
-	labelKubernetesManagedContainer = "io.kubernetes.container.name"
+	annotationContainerHash        = "io.kubernetes.container.hash"
+	annotationRestartCount         = "io.kubernetes.container.restartCount"
+	annotationTerminationGrace     = "io.kubernetes.pod.terminationGracePeriod"
+	annotationTerminationMessage   = "io.kubernetes.container.terminationMessagePath"
+	annotationTerminationMsgPolicy = "io.kubernetes.container.terminationMessagePolicy"
+	annotationContainerPorts       = "io.kubernetes.container.ports"
 )
 
 // sandboxLabels are the pod's labels plus the pod name, namespace and UID labels.

@@ -129,7 +129,8 @@ func (m *Manager) ForgetPod(pod *v1.Pod) {
 	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		m.backOff.DeleteEntry(backOffKey(pod, &c))
 	}
-	m.puller.forgetPod(pod.UID)
+	m.puller.gc()
+	m.backOff.GC()
 }
 
 // GetPodStatus reads the pod's sandboxes and containers from the runtime (by the pod UID label).
