@@ -16,17 +16,20 @@ import (
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 )
 
-// New returns the authenticator for client certificates verified against clientCA and, when tokenFile is
-// not "", the bearer tokens in that CSV file.
-func New(clientCA *x509.CertPool, tokenFile string) (authenticator.Request, error) {
+// New returns the authenticator for client certificates verified against clientCA, the bearer tokens in
+// tokenFile (when not ""), and bearer tokens any of tokens accepts (service account tokens).
+func New(clientCA *x509.CertPool, tokenFile string, tokens ...authenticator.Token) (authenticator.Request, error) {
 	opts := x509.VerifyOptions{Roots: clientCA, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	auths := []authenticator.Request{x509request.New(opts, x509request.CommonNameUserConversion)}
 	if tokenFile != "" {
-		tokens, err := tokenfile.NewCSV(tokenFile)
+		static, err := tokenfile.NewCSV(tokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("authn: token file %s: %w", tokenFile, err)
 		}
-		auths = append(auths, bearertoken.New(tokens))
+		auths = append(auths, bearertoken.New(static))
+	}
+	for _, t := range tokens {
+		auths = append(auths, bearertoken.New(t))
 	}
 	return group.NewAuthenticatedGroupAdder(union.New(auths...)), nil
 }

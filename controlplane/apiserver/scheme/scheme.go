@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ var (
 	GroupVersions = schema.GroupVersions{
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
+		authenticationv1.SchemeGroupVersion,
 	}
 )
 
@@ -45,7 +47,7 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
-		metainternalversion.AddToScheme,
+		authenticationv1.AddToScheme, metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -34,7 +34,9 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/controlplane/apiserver/satoken"
 	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 )
@@ -58,7 +60,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	cfg.SecureServing.ClientCA = clientCA
 	pool := x509.NewCertPool()
 	pool.AddCert(certs.ca.Cert)
-	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile); err != nil {
+	saTokens, err := satoken.LoadOrCreate(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens); err != nil {
 		return nil, err
 	}
 	cfg.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
@@ -112,6 +118,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(plainCore)
+	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), saTokens)
 	coordination, err := plain.Coordination(getter)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,12 @@ package apiserver_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,5 +49,52 @@ func TestAuthentication(t *testing.T) {
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: want mode 0600, got %v %v", f, st.Mode(), err)
 		}
+	}
+}
+
+// TestServiceAccountTokens requests a pod-bound token through serviceaccounts/token (as a kubelet does
+// for projected volumes) and authenticates with it: the API server knows it as the service account
+// (403 without permissions, not 401), while a tampered token is 401.
+func TestServiceAccountTokens(t *testing.T) {
+	s := fw.Start(t, fw.Options{})
+	ctx, c := ctxT(t), s.Client
+	_, err := c.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CoreV1().Pods("default").Create(ctx, pod("tok", "node-a"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
+	// the kubelet of node-a asks, with its node credentials
+	tr, err := s.NodeClient(t, "node-a").CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Status.Token == "" || time.Until(tr.Status.ExpirationTimestamp.Time) > 601*time.Second || time.Until(tr.Status.ExpirationTimestamp.Time) < 590*time.Second {
+		t.Fatalf("token request status: %+v", tr.Status)
+	}
+	short := int64(60)
+	if _, err := c.CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &short}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("60s token: want 422, got %v", err)
+	}
+	if _, err := c.CoreV1().ServiceAccounts("default").CreateToken(ctx, "missing", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("token for a missing service account: want 404, got %v", err)
+	}
+	withToken := func(tok string) *kubernetes.Clientset {
+		cfg := rest.AnonymousClientConfig(s.Config)
+		cfg.BearerToken = tok
+		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	_, err = withToken(tr.Status.Token).CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:default:app") {
+		t.Fatalf("service account token: want 403 naming system:serviceaccount:default:app, got %v", err)
+	}
+	tampered := tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"
+	if _, err := withToken(tampered).CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("tampered token: want 401, got %v", err)
 	}
 }
