@@ -275,3 +275,66 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+// TestRecreateNeverMixesVersions: with the Recreate strategy every v1 pod is gone before the first v2
+// pod is created; a watcher checks that no two versions exist at any observed moment.
+func TestRecreateNeverMixesVersions(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	c.addNode("node-a", "4", "8Gi")
+	d := demoDeployment("batch", 3, "demo:v1")
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	_, err := c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	must(t, err)
+	readyWith := func(image string) func() error {
+		return func() error {
+			pods, err := c.activePods("default", "app=batch")
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, p := range pods {
+				if p.Spec.Containers[0].Image == image && isReady(&p) {
+					n++
+				}
+			}
+			if n != 3 || len(pods) != 3 {
+				return errorf("%d pods, %d ready with %s", len(pods), n, image)
+			}
+			return nil
+		}
+	}
+	eventually(t, 30*time.Second, "3 v1 pods", readyWith("demo:v1"))
+
+	w := watchAvailability(t, c, "app=batch")
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Client.AppsV1().Deployments("default").Get(ctx, "batch", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
+		_, err = c.Client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
+	mixed := false
+	deadline := time.Now().Add(40 * time.Second)
+	for readyWith("demo:v2")() != nil {
+		w.mu.Lock()
+		images := map[string]bool{}
+		for _, p := range w.pods {
+			images[p.Spec.Containers[0].Image] = true // terminating v1 pods count too: Recreate waits for them
+		}
+		w.mu.Unlock()
+		if len(images) > 1 {
+			mixed = true
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recreate did not complete: %v", readyWith("demo:v2")())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if mixed {
+		t.Fatal("v1 and v2 pods existed at the same time under the Recreate strategy")
+	}
+}
