@@ -60,6 +60,12 @@ func Down(ctx context.Context, o DownOptions) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	if _, err := os.Stat(dd); errors.Is(err, os.ErrNotExist) {
+		// Nothing of this data dir exists: the host-wide names (conflist, bridge, chains) may belong to
+		// another data dir's cluster, so they are left alone.
+		log.Info("nothing to do: the data directory does not exist", "dir", dd)
+		return nil
+	}
 	st, err := ReadState(dd)
 	if err != nil {
 		return err
