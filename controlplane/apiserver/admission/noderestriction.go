@@ -13,8 +13,7 @@ import (
 
 // NodeRestriction is Kubernetes' NodeRestriction plugin, narrowed to what nodekit serves: a node
 // (system:node:<name>) may create, change and delete only its own Node object, change the status of and
-// delete only pods bound to it (create only pods bound to it, i.e. mirror pods), evict only pods bound to
-// it, and manage only its own Lease in kube-node-lease. Violations are 403 Forbidden.
+// delete only pods bound to it (create only pods bound to it, i.e. mirror pods), and manage only its own Lease in kube-node-lease. Violations are 403 Forbidden.
 type NodeRestriction struct{}
 
 var _ admission.ValidationInterface = NodeRestriction{}
@@ -47,8 +46,6 @@ func (NodeRestriction) Validate(_ context.Context, a admission.Attributes, _ adm
 			if p, ok := a.GetObject().(*corev1.Pod); ok {
 				bound = p.Spec.NodeName
 			}
-		case a.GetOperation() == admission.Create && a.GetSubresource() == "eviction":
-			return admission.NewForbidden(a, fmt.Errorf("node %q may not evict pods through this server", node))
 		default:
 			if p, ok := a.GetOldObject().(*corev1.Pod); ok {
 				bound = p.Spec.NodeName

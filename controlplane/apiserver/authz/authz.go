@@ -49,7 +49,6 @@ var nodeRules = map[string][]string{
 	"/nodes/status":                   {"get", "update", "patch"},
 	"/pods":                           {"get", "list", "watch", "create", "delete"},
 	"/pods/status":                    {"get", "update", "patch"},
-	"/pods/eviction":                  {"create"},
 	"/events":                         {"create", "update", "patch"},
 	"/services":                       read,
 	"/endpoints":                      read,
