@@ -217,3 +217,51 @@ func TestGarbageCollectorOrphanPropagation(t *testing.T) {
 		t.Fatalf("%d pods after orphaning, want the 1 pod kept", len(pods))
 	}
 }
+
+// TestGarbageCollectorForegroundPropagation deletes a Deployment with propagationPolicy Foreground:
+// the Deployment stays (foregroundDeletion finalizer) until its ReplicaSet and pods are gone, then
+// goes itself.
+func TestGarbageCollectorForegroundPropagation(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	c.addNode("node-a", "4", "8Gi")
+	_, err := c.Client.AppsV1().Deployments("default").Create(ctx, demoDeployment("fg", 2, "demo:v1"), metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "fg pods", func() error {
+		pods, err := c.activePods("default", "app=fg")
+		if err != nil {
+			return err
+		}
+		if len(pods) != 2 {
+			return errorf("%d pods", len(pods))
+		}
+		return nil
+	})
+	fg := metav1.DeletePropagationForeground
+	must(t, c.Client.AppsV1().Deployments("default").Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: &fg}))
+	d, err := c.Client.AppsV1().Deployments("default").Get(ctx, "fg", metav1.GetOptions{})
+	if err == nil && !slices.Contains(d.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("deleted Deployment has finalizers %v, want %q", d.Finalizers, metav1.FinalizerDeleteDependents)
+	}
+	eventually(t, 30*time.Second, "deployment, replicaset and pods gone", func() error {
+		pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=fg"})
+		if err != nil {
+			return err
+		}
+		rss, err := c.Client.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=fg"})
+		if err != nil {
+			return err
+		}
+		_, err = c.Client.AppsV1().Deployments("default").Get(ctx, "fg", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			if len(pods.Items) == 0 && len(rss.Items) == 0 {
+				return errorf("dependents gone but the deployment stays: %v", err)
+			}
+			return errorf("%d pods, %d replicasets left", len(pods.Items), len(rss.Items))
+		}
+		if len(pods.Items)+len(rss.Items) != 0 {
+			t.Fatalf("deployment deleted before its dependents: %d pods, %d replicasets left", len(pods.Items), len(rss.Items))
+		}
+		return nil
+	})
+}
