@@ -71,11 +71,17 @@ type node struct {
 // with an InternalIP (the node half's job in production).
 func newNode(t *testing.T, noStart bool) *node {
 	t.Helper()
+	return newNodeWith(t, noStart, containerd.Options{})
+}
+
+// newNodeWith is newNode with containerd options (e.g. another CNI network).
+func newNodeWith(t *testing.T, noStart bool, opts containerd.Options) *node {
+	t.Helper()
 	sfx := randSuffix()
 	n := &node{t: t, name: "kl-" + sfx, cgroupRoot: "/nodekit-kl-" + sfx}
 	// Registered first, so it runs last: after containerd removed every pod.
 	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
-	n.rt = containerd.Start(t, containerd.Options{})
+	n.rt = containerd.Start(t, opts)
 	if os.Getenv(fakeAPIEnv) != "" {
 		c := fake.NewSimpleClientset()
 		n.client, n.nodeClient = c, c

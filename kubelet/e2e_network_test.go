@@ -1,0 +1,77 @@
+package kubelet_test
+
+import (
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodekit/nodekit/test/framework/containerd"
+)
+
+// portmapConfList is the test framework's default bridge network plus the reference portmap plugin,
+// so that the sandbox's port mappings (hostPort) take effect.
+var portmapConfList = strings.Replace(containerd.DefaultConfList, `
+  ]
+}`, `,
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}`, 1)
+
+// TestHostPortAndHTTPHooks: a container port with a hostPort is reachable on the node (through the
+// runtime's CNI portmap), and httpGet postStart and preStop hooks are sent with their path and headers
+// (here to a server of the test on the node's loopback, named by the hook's host field).
+func TestHostPortAndHTTPHooks(t *testing.T) {
+	if !strings.Contains(portmapConfList, "portmap") {
+		t.Fatal("could not add portmap to the framework's network config")
+	}
+	var mu sync.Mutex
+	var hooks []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hooks = append(hooks, r.URL.Path+" "+r.Header.Get("X-Hook"))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	portNum, _ := strconv.Atoi(port)
+	hook := func(path string) *v1.LifecycleHandler {
+		return &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Host: host, Port: intstr.FromInt(portNum), Path: path,
+			HTTPHeaders: []v1.HTTPHeader{{Name: "X-Hook", Value: path}}}}
+	}
+
+	n := newNodeWith(t, false, containerd.Options{ConfList: []byte(portmapConfList)})
+	hostPort := int32(20000 + rand.IntN(10000))
+	pod := n.demoPod("hostport")
+	c := &pod.Spec.Containers[0]
+	c.Ports[0].HostPort = hostPort
+	c.Lifecycle = &v1.Lifecycle{PostStart: hook("/post-start"), PreStop: hook("/pre-stop")}
+	n.create(pod)
+	p := n.waitPod("hostport", 60*time.Second, "Running", running)
+	// The bridge's gateway address is a local address of the node: portmap DNATs it in OUTPUT.
+	_, subnet, err := net.ParseCIDR(n.rt.Subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := subnet.IP.To4()
+	gw[3]++
+	body := httpGet(t, "http://"+net.JoinHostPort(gw.String(), strconv.Itoa(int(hostPort)))+"/")
+	if !strings.Contains(body, "pod=hostport") || !strings.Contains(body, "ip="+p.Status.PodIP) {
+		t.Errorf("hostPort %d answered %q", hostPort, body)
+	}
+	n.deleteGracefully("hostport", 5)
+	n.waitGone("hostport", 30*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(hooks, ",") != "/post-start /post-start,/pre-stop /pre-stop" {
+		t.Errorf("hook requests %q, want postStart then preStop with their headers", hooks)
+	}
+}
