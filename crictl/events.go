@@ -28,7 +28,7 @@ func (a *app) eventsCommand() *cobra.Command {
 					return fmt.Errorf("--template can't be used with %q format", output)
 				}
 			case formatGoTemplate:
-				if _, err := execTemplate(tmpl, []byte("{}")); err != nil && tmpl == "" {
+				if _, err := parseTemplate(tmpl); err != nil {
 					return err
 				}
 			default:

@@ -250,15 +250,24 @@ var templateFuncs = template.FuncMap{
 	"upper": strings.ToUpper,
 }
 
-// execTemplate runs a Go text/template over a JSON document (numbers kept exact). A key the document
-// lacks is an error, not "<no value>".
-func execTemplate(tmpl string, rawJSON []byte) (string, error) {
+// parseTemplate parses a --template value (required with -o go-template).
+func parseTemplate(tmpl string) (*template.Template, error) {
 	if tmpl == "" {
-		return "", fmt.Errorf("--template is required with -o go-template")
+		return nil, fmt.Errorf("--template is required with -o go-template")
 	}
 	t, err := template.New("crictl").Funcs(templateFuncs).Option("missingkey=error").Parse(tmpl)
 	if err != nil {
-		return "", fmt.Errorf("--template: %w", err)
+		return nil, fmt.Errorf("--template: %w", err)
+	}
+	return t, nil
+}
+
+// execTemplate runs a Go text/template over a JSON document (numbers kept exact). A key the document
+// lacks is an error, not "<no value>".
+func execTemplate(tmpl string, rawJSON []byte) (string, error) {
+	t, err := parseTemplate(tmpl)
+	if err != nil {
+		return "", err
 	}
 	dec := json.NewDecoder(bytes.NewReader(rawJSON))
 	dec.UseNumber()
