@@ -214,9 +214,14 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 
-	var podIP string
+	var podIP, netnsPath string
 	t.Run("inspectp and HTTP", func(t *testing.T) {
 		c := cli{t: t, ep: c.ep}
+		netnsPath = strings.TrimSpace(c.must("inspectp", "-o", "go-template", "--template",
+			`{{range .info.runtimeSpec.linux.namespaces}}{{if eq .type "network"}}{{.path}}{{end}}{{end}}`, podID))
+		if _, err := os.Stat(netnsPath); err != nil {
+			t.Errorf("pod network namespace %q from inspectp: %v", netnsPath, err)
+		}
 		podIP = strings.TrimSpace(c.must("inspectp", "-o", "go-template", "--template", "{{.status.network.ip}}", podID[:6]))
 		if !strings.HasPrefix(podIP, "10.213.") {
 			t.Fatalf("pod IP = %q, want one in the test subnet %s", podIP, rt.Subnet)
@@ -557,6 +562,19 @@ func TestLifecycle(t *testing.T) {
 	}
 	if out := c.must("ps", "-a", "-q"); out != "" {
 		t.Errorf("containers left after rm: %q", out)
+	}
+	// Nothing of the pod is left on the host: no network namespace, no mount naming its IDs.
+	if _, err := os.Stat(netnsPath); netnsPath == "" || !os.IsNotExist(err) {
+		t.Errorf("network namespace %q still there after rmp (stat: %v)", netnsPath, err)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{podID, ctrID} {
+		if strings.Contains(string(mounts), id) {
+			t.Errorf("a mount naming %s is left after rm/rmp", id)
+		}
 	}
 }
 
