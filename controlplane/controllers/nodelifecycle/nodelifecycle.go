@@ -6,7 +6,7 @@
 // lifted when the kubelet reports Ready=True again. Pods on a NoExecute-tainted Node are evicted
 // (deleted) at once when they do not tolerate a taint, or after the shortest tolerationSeconds of the
 // tolerations that match (upstream's taint-based eviction; the API server's DefaultTolerationSeconds
-// admission gives ordinary pods 300 s).
+// admission gives ordinary pods 300 s). Pods bound to a Node that was deleted are force-deleted.
 package nodelifecycle
 
 import (
@@ -134,6 +134,33 @@ func (c *Controller) monitor(ctx context.Context, now time.Time) {
 	for name := range c.health {
 		if !seen[name] {
 			delete(c.health, name)
+		}
+	}
+	c.collectOrphanedPods(ctx, seen)
+}
+
+// collectOrphanedPods force-deletes pods bound to Nodes that no longer exist (confirmed with a live
+// GET, since our Node cache may lag): no kubelet will ever confirm their termination, and their
+// controllers replace them once they are gone (upstream PodGC's orphaned pods).
+func (c *Controller) collectOrphanedPods(ctx context.Context, nodes map[string]bool) {
+	for _, nodeName := range c.pods.ListIndexFuncValues(nodeNameIndex) {
+		if nodes[nodeName] {
+			continue
+		}
+		if _, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			continue
+		}
+		objs, _ := c.pods.ByIndex(nodeNameIndex, nodeName)
+		for _, o := range objs {
+			p := o.(*v1.Pod)
+			zero := int64(0)
+			err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+				Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				c.log.Warn("delete orphaned pod failed", "pod", p.Namespace+"/"+p.Name, "node", nodeName, "err", err)
+				continue
+			}
+			c.log.Info("deleted pod bound to a deleted node", "pod", p.Namespace+"/"+p.Name, "node", nodeName)
 		}
 	}
 }

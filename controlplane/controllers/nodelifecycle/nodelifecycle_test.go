@@ -141,3 +141,29 @@ func TestMonitorMarksSilentNodeAndEvicts(t *testing.T) {
 		t.Fatalf("taints after recovery = %+v", taints)
 	}
 }
+
+func TestPodsOfDeletedNodeCollected(t *testing.T) {
+	stray := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "default", UID: "u3"}, Spec: v1.PodSpec{NodeName: "gone"}}
+	kept := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "default", UID: "u4"}, Spec: v1.PodSpec{NodeName: "n1"}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Conditions: []v1.NodeCondition{
+		{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}}}
+	client := fake.NewClientset(node, stray, kept)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, Options{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	c.monitor(ctx, time.Now())
+	if _, err := client.CoreV1().Pods("default").Get(ctx, "stray", metav1.GetOptions{}); err == nil {
+		t.Fatal("pod bound to a deleted node not collected")
+	}
+	if _, err := client.CoreV1().Pods("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod on a live node collected: %v", err)
+	}
+}
