@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-iptables/iptables"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -48,6 +49,7 @@ func TestHostPortAndHTTPHooks(t *testing.T) {
 			HTTPHeaders: []v1.HTTPHeader{{Name: "X-Hook", Value: path}}}}
 	}
 
+	cleanupPortmapChains(t)
 	n := newNodeWith(t, false, containerd.Options{ConfList: []byte(portmapConfList)})
 	hostPort := int32(20000 + rand.IntN(10000))
 	pod := n.demoPod("hostport")
@@ -74,4 +76,38 @@ func TestHostPortAndHTTPHooks(t *testing.T) {
 	if strings.Join(hooks, ",") != "/post-start /post-start,/pre-stop /pre-stop" {
 		t.Errorf("hook requests %q, want postStart then preStop with their headers", hooks)
 	}
+}
+
+// cleanupPortmapChains removes, after the test, the top-level nat chains the reference portmap plugin
+// creates on first use and never deletes — only when they did not exist before the test and hold no
+// port mapping any more (another user of portmap may have arrived meanwhile).
+func cleanupPortmapChains(t *testing.T) {
+	ipt, err := iptables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := ipt.ChainExists("nat", "CNI-HOSTPORT-DNAT"); ok {
+		return
+	}
+	t.Cleanup(func() {
+		rules, err := ipt.List("nat", "CNI-HOSTPORT-DNAT")
+		if err != nil || len(rules) > 1 { // the first entry is the chain's own -N line
+			return
+		}
+		jumps := [][]string{
+			{"PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
+			{"OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
+			{"POSTROUTING", "-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", "CNI-HOSTPORT-MASQ"},
+		}
+		for _, j := range jumps {
+			if err := ipt.DeleteIfExists("nat", j[0], j[1:]...); err != nil {
+				t.Errorf("remove portmap jump from %s: %v", j[0], err)
+			}
+		}
+		for _, c := range []string{"CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-MASQ", "CNI-HOSTPORT-SETMARK"} {
+			if err := ipt.ClearAndDeleteChain("nat", c); err != nil {
+				t.Errorf("remove portmap chain %s: %v", c, err)
+			}
+		}
+	})
 }
