@@ -139,6 +139,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	newRS, olds := splitReplicaSets(d, rss)
 	if d.Spec.Paused {
+		// A paused rollout does not move, but a settled Deployment still scales.
+		if newRS != nil && activeReplicas(olds) == 0 {
+			if err := c.scale(ctx, d, newRS, replicasOf(d)); err != nil {
+				return err
+			}
+		}
 		return c.syncStatus(ctx, d, newRS, olds)
 	}
 	switch d.Spec.Strategy.Type {
@@ -214,6 +220,15 @@ func rsReplicas(rs *appsv1.ReplicaSet) int32 {
 		return 0
 	}
 	return *rs.Spec.Replicas
+}
+
+// activeReplicas sums the spec replicas of rss.
+func activeReplicas(rss []*appsv1.ReplicaSet) int32 {
+	var n int32
+	for _, rs := range rss {
+		n += rsReplicas(rs)
+	}
+	return n
 }
 
 func maxRevision(rss []*appsv1.ReplicaSet) int {
@@ -371,10 +386,7 @@ func available(rs *appsv1.ReplicaSet) int32 {
 func (c *Controller) rolloutRolling(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
 	want := replicasOf(d)
 	surge, unavail := resolveFenceposts(d)
-	var total int32
-	for _, rs := range olds {
-		total += rsReplicas(rs)
-	}
+	total := activeReplicas(olds)
 	if newRS == nil {
 		initial := min(want, max(0, want+surge-total))
 		if total == 0 {

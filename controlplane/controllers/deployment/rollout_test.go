@@ -1,0 +1,108 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
+)
+
+// TestRollingSteps drives the controller with a fake clientset and hand-written ReplicaSet statuses
+// (no ReplicaSet controller runs): the first ReplicaSet gets every replica; after a template change
+// the new one starts at maxSurge and the old one is scaled down only as far as maxUnavailable allows.
+func TestRollingSteps(t *testing.T) {
+	replicas := int32(4)
+	one := intstr.FromInt32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "d-uid", Generation: 1},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &one, MaxUnavailable: &one}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo:v1"}}}},
+		},
+	}
+	client := fake.NewClientset(d)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
+	rsByRevision := func() map[string]*appsv1.ReplicaSet {
+		list, _ := client.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{})
+		out := map[string]*appsv1.ReplicaSet{}
+		for i := range list.Items {
+			out[list.Items[i].Annotations[RevisionAnnotation]] = &list.Items[i]
+		}
+		return out
+	}
+	// markAvailable plays the ReplicaSet controller: all of the set's replicas exist and are available.
+	markAvailable := func(rs *appsv1.ReplicaSet, available int32) {
+		t.Helper()
+		rs.Status = appsv1.ReplicaSetStatus{Replicas: *rs.Spec.Replicas, ReadyReplicas: available, AvailableReplicas: available,
+			ObservedGeneration: rs.Generation}
+		if _, err := client.AppsV1().ReplicaSets("default").UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v1rs *appsv1.ReplicaSet
+	controllertest.Eventually(t, "first replicaset", func() error {
+		v1rs = rsByRevision()["1"]
+		if v1rs == nil || *v1rs.Spec.Replicas != 4 {
+			return fmt.Errorf("replicasets %v", rsByRevision())
+		}
+		return nil
+	})
+	hash := v1rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	if hash == "" || v1rs.Spec.Selector.MatchLabels[appsv1.DefaultDeploymentUniqueLabelKey] != hash || v1rs.Name != "web-"+hash ||
+		!metav1.IsControlledBy(v1rs, d) {
+		t.Fatalf("first replicaset %s labels %v selector %v owners %v", v1rs.Name, v1rs.Labels, v1rs.Spec.Selector, v1rs.OwnerReferences)
+	}
+	markAvailable(v1rs, 4)
+
+	cur, _ := client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
+	cur.Generation = 2
+	if _, err := client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// maxSurge 1: the new set starts at 1 (5 in total); maxUnavailable 1 lets the old set go to 3.
+	controllertest.Eventually(t, "first rolling step", func() error {
+		m := rsByRevision()
+		if m["2"] == nil || *m["2"].Spec.Replicas != 1 || *m["1"].Spec.Replicas != 3 {
+			return fmt.Errorf("new %v old %v", m["2"] != nil, m)
+		}
+		return nil
+	})
+	// While no new pod is available the new set may surge to 2 (5 in total) but the old set holds at 3.
+	m := rsByRevision()
+	markAvailable(m["1"], 3)
+	markAvailable(m["2"], 0)
+	controllertest.Eventually(t, "old set held at the availability floor", func() error {
+		m := rsByRevision()
+		if *m["2"].Spec.Replicas != 2 || *m["1"].Spec.Replicas != 3 {
+			return fmt.Errorf("new %d old %d", *m["2"].Spec.Replicas, *m["1"].Spec.Replicas)
+		}
+		return nil
+	})
+	m = rsByRevision()
+	markAvailable(m["2"], 2)
+	controllertest.Eventually(t, "old set scaled down as new pods become available", func() error {
+		m := rsByRevision()
+		if *m["1"].Spec.Replicas != 1 {
+			return fmt.Errorf("old %d new %d", *m["1"].Spec.Replicas, *m["2"].Spec.Replicas)
+		}
+		return nil
+	})
+}
