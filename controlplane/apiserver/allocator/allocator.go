@@ -175,3 +175,35 @@ func (r *Range) claim(ctx context.Context, v, owner string) (bool, error) {
 	}
 	return resp.Succeeded, nil
 }
+
+// Repair releases leaked values: those allocated but used by no service, as left by a server that died
+// between allocating and storing a service. A value is released only when it was already unused, with
+// the same allocation (mod revision), in the previous pass (suspects), so a create in flight during one
+// pass is never robbed. It returns the suspects for the next pass and the values released.
+func (r *Range) Repair(ctx context.Context, inUse map[string]bool, suspects map[string]int64) (map[string]int64, []string, error) {
+	resp, err := r.cli.Get(ctx, r.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return suspects, nil, fmt.Errorf("allocator %s: repair: %w", r.desc, err)
+	}
+	next := map[string]int64{}
+	var released []string
+	for _, kv := range resp.Kvs {
+		v := string(kv.Key[len(r.prefix):])
+		if inUse[v] {
+			continue
+		}
+		if rev, ok := suspects[v]; ok && rev == kv.ModRevision {
+			del, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+				Then(clientv3.OpDelete(string(kv.Key))).Commit()
+			if err != nil {
+				return suspects, released, fmt.Errorf("allocator %s: repair %s: %w", r.desc, v, err)
+			}
+			if del.Succeeded {
+				released = append(released, v)
+			}
+			continue
+		}
+		next[v] = kv.ModRevision
+	}
+	return next, released, nil
+}

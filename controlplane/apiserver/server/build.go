@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -170,6 +171,14 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	gs.AddPostStartHookOrDie("nodekit-service-allocation-repair", func(hc genericapiserver.PostStartHookContext) error {
+		go alloc.RunRepair(hc.Context, core["services"].(rest.Lister), time.Minute)
+		go func() {
+			<-hc.Context.Done()
+			cli.Close()
+		}()
+		return nil
+	})
 	return gs, nil
 }
 
