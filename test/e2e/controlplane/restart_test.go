@@ -18,7 +18,8 @@ import (
 // server, makes changes for each controller while and after it is down, and checks each converges:
 // ReplicaSet/Deployment (scale up), scheduler (binds the new pods), EndpointSlice (new Service),
 // node IPAM (a new Node gets a podCIDR different from the others), ServiceAccount (new namespace),
-// garbage collector (Deployment deleted → its ReplicaSet and pods go) and namespace deletion.
+// garbage collector (Deployment deleted → its ReplicaSet and pods go), node lifecycle (a node whose
+// agent stops goes Unknown) and namespace deletion.
 func TestControllersConvergeAfterAPIServerRestart(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func TestControllersConvergeAfterAPIServerRestart(t *testing.T) {
 	must(t, err)
 	_, err = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{})
 	must(t, err)
-	c.addNode("node-b", "4", "8Gi")
+	nodeB := c.addNode("node-b", "4", "8Gi")
 
 	waitReadyPods(3)
 	eventually(t, 20*time.Second, "endpoint slice with 3 ready endpoints", func() error {
@@ -126,6 +127,24 @@ func TestControllersConvergeAfterAPIServerRestart(t *testing.T) {
 			return errorf("%d replicasets, %d pods left", len(rss.Items), len(pods.Items))
 		}
 		return nil
+	})
+
+	// Node lifecycle: node-b's agent stops after the restart; it still goes Unknown and is tainted.
+	nodeB.Stop()
+	eventually(t, labGrace+10*time.Second, "node-b Unknown and tainted after the restart", func() error {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rc := readyCondition(n); rc == nil || rc.Status != v1.ConditionUnknown {
+			return errorf("Ready = %+v", rc)
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == v1.TaintNodeUnreachable && taint.Effect == v1.TaintEffectNoExecute {
+				return nil
+			}
+		}
+		return errorf("taints %+v", n.Spec.Taints)
 	})
 
 	// Namespace deletion empties it, then removes it.
