@@ -74,8 +74,10 @@ func selectHost(pi *podInfo, feasible []*nodeInfo, rnd *rand.Rand) int {
 }
 
 // fitError explains why no node fits a pod: the reasons each node failed, summed into the
-// PodScheduled=False message "0/N nodes are available: <count> <reason>, …." Reasons are listed with
-// the most frequent first (ties in text order).
+// PodScheduled=False message "0/N nodes are available: <count> <reason>, …." in kube-scheduler's
+// wording. Reasons are listed with the most frequent first (ties in text order), as nodekit's issue
+// specifies ("2 Insufficient cpu, 1 node(s) had untolerated taint …"); kube-scheduler itself sorts the
+// "<count> <reason>" strings lexically.
 type fitError struct {
 	NumAllNodes int
 	NodeReasons map[string][]string // node name → reasons
