@@ -228,7 +228,9 @@ func checkNode(n *yamlv3.Node, t reflect.Type, path string) error {
 			}
 		}
 	case reflect.String:
-		if n.Kind != yamlv3.ScalarNode {
+		// A number or boolean is refused as kubectl refuses it: sigs.k8s.io/yaml would silently turn
+		// `"name": 5` into "5" (quote it in YAML to mean the string).
+		if n.Kind != yamlv3.ScalarNode || n.Tag == "!!int" || n.Tag == "!!float" || n.Tag == "!!bool" {
 			return errAt(n, path, "want a string, got %s", describe(n))
 		}
 	case reflect.Bool:

@@ -75,6 +75,10 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"missing name", "pod.yaml", "metadata:\n  namespace: d\n", []string{"pod.yaml: field metadata.name: required"}},
 		{"missing metadata", "pod.yaml", "hostname: x\n", []string{"pod.yaml: field metadata: required"}},
 		{"empty", "pod.yaml", "", []string{"pod.yaml: file is empty"}},
+		{"number for a string", "pod.json", "{\"metadata\": {\"name\": 5, \"namespace\": \"d\"}}\n",
+			[]string{"pod.json:1:23:", "field metadata.name: want a string, got the number 5"}},
+		{"bool for a label value", "pod.yaml", "metadata: {name: w, namespace: d}\nlabels:\n  on: true\n",
+			[]string{"pod.yaml:3:7:", "field labels.on: want a string, got true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, tc.file, tc.content)
