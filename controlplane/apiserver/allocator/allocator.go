@@ -128,8 +128,8 @@ func (r *Range) Allocate(ctx context.Context, owner string) (string, error) {
 	return "", fmt.Errorf("allocator %s: %w", r.desc, ErrFull)
 }
 
-// AllocateSpecific takes value v for owner: *ErrNotInRange outside the range, ErrAllocated if taken by
-// another owner (re-claiming one's own value succeeds).
+// AllocateSpecific takes value v for owner (an opaque string compared exactly): *ErrNotInRange outside the
+// range, ErrAllocated if taken by another owner (re-claiming one's own value succeeds).
 func (r *Range) AllocateSpecific(ctx context.Context, v, owner string) error {
 	i, ok := r.index(v)
 	if !ok {

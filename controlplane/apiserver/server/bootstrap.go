@@ -64,11 +64,21 @@ func (b *bootstrap) ensure(ctx context.Context) error {
 	return b.upsertEndpoints(ctx, ep)
 }
 
-// create stores obj (defaulted as a request body would be) unless it exists.
+// create stores obj (defaulted as a request body would be) unless it exists. Existence is checked first:
+// a create of the existing `kubernetes` service would be refused for its taken ClusterIP, not as
+// AlreadyExists.
 func (b *bootstrap) create(ctx context.Context, resource, ns string, obj runtime.Object) error {
 	scheme.Scheme.Default(obj)
+	ctx = genericapirequest.WithNamespace(ctx, ns)
+	_, err := b.core[resource].(rest.Getter).Get(ctx, nameOf(obj), &metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get %s %s/%s: %w", resource, ns, nameOf(obj), err)
+	}
 	c := b.core[resource].(rest.Creater)
-	_, err := c.Create(genericapirequest.WithNamespace(ctx, ns), obj, nil, &metav1.CreateOptions{})
+	_, err = c.Create(ctx, obj, nil, &metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create %s %s/%s: %w", resource, ns, nameOf(obj), err)
 	}

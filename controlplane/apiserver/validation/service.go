@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"net"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ var serviceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalNa
 
 // Service validates a service: a DNS-1035 label name, a supported type, ports (1-65535, unique names and
 // named when more than one, protocol, nodePort only for NodePort/LoadBalancer), the selector's labels,
-// sessionAffinity and clusterIP ("None" or an IP address).
+// sessionAffinity and clusterIP ("None" or an IP address). As in Kubernetes, a port/protocol pair and a
+// nodePort/protocol pair may each appear only once (field.Duplicate on spec.ports[i] / .nodePort).
 func Service(svc *corev1.Service) field.ErrorList {
 	errs := Name(&svc.ObjectMeta, apivalidation.NameIsDNS1035Label)
 	s := &svc.Spec
@@ -30,6 +32,11 @@ func Service(svc *corev1.Service) field.ErrorList {
 		errs = append(errs, field.NotSupported(specPath.Child("type"), s.Type, serviceTypes))
 	}
 	names := sets.New[string]()
+	type key struct {
+		proto corev1.Protocol
+		port  int32
+	}
+	ports, nodePorts := sets.New[key](), sets.New[key]()
 	for i, port := range s.Ports {
 		p := specPath.Child("ports").Index(i)
 		if len(s.Ports) > 1 {
@@ -43,7 +50,17 @@ func Service(svc *corev1.Service) field.ErrorList {
 		}
 		errs = append(errs, portNumber(port.Port, p.Child("port"))...)
 		errs = append(errs, protocol(port.Protocol, p.Child("protocol"))...)
+		if k := (key{port.Protocol, port.Port}); ports.Has(k) {
+			errs = append(errs, field.Duplicate(p, fmt.Sprintf("%d/%s", port.Port, port.Protocol)))
+		} else {
+			ports.Insert(k)
+		}
 		if port.NodePort != 0 {
+			if k := (key{port.Protocol, port.NodePort}); nodePorts.Has(k) {
+				errs = append(errs, field.Duplicate(p.Child("nodePort"), port.NodePort))
+			} else {
+				nodePorts.Insert(k)
+			}
 			if s.Type != corev1.ServiceTypeNodePort && s.Type != corev1.ServiceTypeLoadBalancer {
 				errs = append(errs, field.Forbidden(p.Child("nodePort"), "may not be used when `type` is '"+string(s.Type)+"'"))
 			}

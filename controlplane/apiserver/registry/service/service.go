@@ -65,13 +65,27 @@ func NewStorage(getter generic.RESTOptionsGetter, alloc Allocators) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	main.BeginCreate = alloc.beginCreate
+	main.BeginCreate = func(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+		// A create of an existing name answers 409 AlreadyExists (not 422 for the ClusterIP or NodePort the
+		// existing service holds). The watch cache is enough: a create racing past it still fails safely,
+		// as allocations are per object uid.
+		if name := obj.(*corev1.Service).Name; name != "" {
+			if _, err := main.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"}); err == nil {
+				return nil, apierrors.NewAlreadyExists(corev1.Resource("services"), name)
+			}
+		}
+		return alloc.beginCreate(ctx, obj, options)
+	}
 	main.BeginUpdate = alloc.beginUpdate
 	main.AfterDelete = alloc.afterDelete
 	return map[string]rest.Storage{"services": main, "services/status": status}, nil
 }
 
-func owner(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+// owner names who holds an allocation: "namespace/name/uid". The uid makes each service object (and so
+// each create request, which gets a fresh uid) a different owner: a create that loses to an existing or
+// concurrent service of the same name never "re-claims" that service's values and then frees them when
+// its own create fails.
+func owner(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name + "/" + string(svc.UID) }
 
 func usesNodePorts(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
@@ -148,7 +162,8 @@ func (a Allocators) beginUpdate(ctx context.Context, obj, old runtime.Object, op
 				keep[p.NodePort] = true
 				continue
 			}
-			port, err := a.allocate(ctx, a.NodePorts, nodePortString(p.NodePort), owner(svc), field.NewPath("spec", "ports").Index(i).Child("nodePort"), svc)
+			// The stored object's uid: the request body may omit metadata.uid (it is restored later).
+			port, err := a.allocate(ctx, a.NodePorts, nodePortString(p.NodePort), owner(prev), field.NewPath("spec", "ports").Index(i).Child("nodePort"), svc)
 			if err != nil {
 				for _, f := range fresh {
 					_ = a.NodePorts.Release(ctx, f)
