@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ func TestRollingSteps(t *testing.T) {
 		},
 	}
 	client := fake.NewClientset(d)
+	controllertest.StatusSubresource(client, "deployments", "replicasets")
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {
@@ -77,31 +79,70 @@ func TestRollingSteps(t *testing.T) {
 	if _, err := client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// maxSurge 1: the new set starts at 1 (5 in total); maxUnavailable 1 lets the old set go to 3.
-	controllertest.Eventually(t, "first rolling step", func() error {
+	// maxSurge 1 and maxUnavailable 1 on 4 replicas: the rollout may run 5 pods and needs 3
+	// available, so it settles at new 2 / old 3 and goes no further while no new pod is available.
+	settled := func() error {
 		m := rsByRevision()
-		if m["2"] == nil || *m["2"].Spec.Replicas != 1 || *m["1"].Spec.Replicas != 3 {
-			return fmt.Errorf("new %v old %v", m["2"] != nil, m)
+		if m["2"] == nil || *m["2"].Spec.Replicas != 2 || *m["1"].Spec.Replicas != 3 {
+			return fmt.Errorf("new %v old %v", m["2"] != nil, *m["1"].Spec.Replicas)
 		}
 		return nil
-	})
-	// While no new pod is available the new set may surge to 2 (5 in total) but the old set holds at 3.
+	}
+	controllertest.Eventually(t, "rollout held at the availability floor", settled)
 	m := rsByRevision()
 	markAvailable(m["1"], 3)
 	markAvailable(m["2"], 0)
-	controllertest.Eventually(t, "old set held at the availability floor", func() error {
-		m := rsByRevision()
-		if *m["2"].Spec.Replicas != 2 || *m["1"].Spec.Replicas != 3 {
-			return fmt.Errorf("new %d old %d", *m["2"].Spec.Replicas, *m["1"].Spec.Replicas)
+	for range 10 {
+		time.Sleep(30 * time.Millisecond)
+		if err := settled(); err != nil {
+			t.Fatalf("rollout moved past the availability floor with no new pod available: %v", err)
 		}
-		return nil
-	})
+	}
 	m = rsByRevision()
 	markAvailable(m["2"], 2)
 	controllertest.Eventually(t, "old set scaled down as new pods become available", func() error {
 		m := rsByRevision()
 		if *m["1"].Spec.Replicas != 1 {
 			return fmt.Errorf("old %d new %d", *m["1"].Spec.Replicas, *m["2"].Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+// TestProgressDeadlineExceeded: a rollout whose pods never become available is reported
+// Progressing=False, reason ProgressDeadlineExceeded, once progressDeadlineSeconds pass, and
+// Available=False while below maxUnavailable.
+func TestProgressDeadlineExceeded(t *testing.T) {
+	replicas, deadline := int32(2), int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "default", UID: "d-uid", Generation: 1},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                &replicas,
+			ProgressDeadlineSeconds: &deadline,
+			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{"app": "stuck"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "stuck"}},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo:v1"}}}},
+		},
+	}
+	client := fake.NewClientset(d)
+	controllertest.StatusSubresource(client, "deployments", "replicasets")
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
+	controllertest.Eventually(t, "ProgressDeadlineExceeded", func() error {
+		cur, err := client.AppsV1().Deployments("default").Get(ctx, "stuck", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		prog, avail := getCondition(&cur.Status, appsv1.DeploymentProgressing), getCondition(&cur.Status, appsv1.DeploymentAvailable)
+		if prog == nil || prog.Status != v1.ConditionFalse || prog.Reason != ReasonProgressDeadline {
+			return fmt.Errorf("Progressing = %+v", prog)
+		}
+		if avail == nil || avail.Status != v1.ConditionFalse {
+			return fmt.Errorf("Available = %+v", avail)
 		}
 		return nil
 	})

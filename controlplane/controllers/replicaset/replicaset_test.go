@@ -62,6 +62,7 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 		},
 	}
 	client := fake.NewClientset(rs)
+	controllertest.StatusSubresource(client, "replicasets", "pods")
 	// The fake tracker does not implement generateName; the API server does.
 	var seq atomic.Int32
 	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {

@@ -7,10 +7,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // Logger discards controller logs.
@@ -48,5 +53,33 @@ func Eventually(t *testing.T, what string, cond func() error) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StatusSubresource makes client's "update …/status" calls on the given resources (e.g. "deployments")
+// change only .status, as the API server does; the fake tracker would otherwise store the whole
+// object, letting a status write from a stale copy undo a spec change.
+func StatusSubresource(client *fake.Clientset, resources ...string) {
+	for _, res := range resources {
+		client.PrependReactor("update", res, func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() != "status" {
+				return false, nil, nil
+			}
+			incoming := action.(k8stesting.UpdateAction).GetObject()
+			m, err := meta.Accessor(incoming)
+			if err != nil {
+				return true, nil, err
+			}
+			stored, err := client.Tracker().Get(action.GetResource(), action.GetNamespace(), m.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			merged := stored.DeepCopyObject()
+			reflect.ValueOf(merged).Elem().FieldByName("Status").Set(reflect.ValueOf(incoming).Elem().FieldByName("Status"))
+			if err := client.Tracker().Update(action.GetResource(), merged, action.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+			return true, merged, nil
+		})
 	}
 }
