@@ -282,16 +282,33 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 }
 
 func (c *Cluster) startComponent(name string, args []string, env []string) error {
+	return c.start(spec{name: name, command: name, dataDir: c.cfg.DataDir, args: args, env: env})
+}
+
+// spec is one child to start: `nodekit <command> --data-dir <dataDir> --log-json <args>`, in network
+// namespace netns (a name under /run/netns, through `ip netns exec`) when set. name tags its logs and
+// names its log and PID files.
+type spec struct {
+	name, command, dataDir, netns string
+	args, env                     []string
+}
+
+func (c *Cluster) start(s spec) error {
 	cfg := c.cfg
-	r, err := newRelay(filepath.Join(cfg.DataDir, "logs", name+".log"), name, cfg.ComponentLogs)
+	r, err := newRelay(filepath.Join(cfg.DataDir, "logs", s.name+".log"), s.name, cfg.ComponentLogs)
 	if err != nil {
 		return err
 	}
 	c.relays = append(c.relays, r)
-	// Global flags first: every child logs JSON for the relay and shares the data dir.
-	full := append([]string{name, "--data-dir", cfg.DataDir, "--log-json"}, args...)
-	comp := &component{name: name, exe: cfg.Executable, args: full, env: env, out: r,
-		log: cfg.Logger.With("proc", name), pidFile: pidFilePath(cfg.DataDir, name)}
+	// Global flags first: every child logs JSON for the relay.
+	exe, full := cfg.Executable, append([]string{s.command, "--data-dir", s.dataDir, "--log-json"}, s.args...)
+	if s.netns != "" {
+		// nsenter execs nodekit in place (the PID started is nodekit's) and, unlike `ip netns exec`,
+		// keeps the mount namespace: runc needs the host's /sys/fs/cgroup.
+		exe, full = "nsenter", append([]string{"--net=" + netnsPath(s.netns), "--", cfg.Executable}, full...)
+	}
+	comp := &component{name: s.name, exe: exe, args: full, env: s.env, out: r,
+		log: cfg.Logger.With("proc", s.name), pidFile: pidFilePath(cfg.DataDir, s.name)}
 	if err := comp.start(); err != nil {
 		return err
 	}
@@ -362,6 +379,9 @@ func (c *Cluster) writeNodeKubeconfig() (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(c.cfg.DataDir, "agent")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
 	kp, err := ca.LoadOrIssue(dir, "kubelet-client", pki.NodeClientSpec(c.cfg.NodeName))
 	if err != nil {
 		return "", err

@@ -29,6 +29,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -299,14 +300,20 @@ func (u *upProc) waitExit(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func (e *env) client(t *testing.T) kubernetes.Interface {
+// restConfig is the admin client config of e's data dir.
+func restConfig(t *testing.T, e *env) *rest.Config {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.dataDir, "admin.kubeconfig"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc.Timeout = 15 * time.Second
-	cs, err := kubernetes.NewForConfig(rc)
+	return rc
+}
+
+func (e *env) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig(t, e))
 	if err != nil {
 		t.Fatal(err)
 	}

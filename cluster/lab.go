@@ -1,0 +1,468 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LabConfig describes a multi-node lab on one host: a server in the host's network namespace and N
+// agent "nodes", each a network namespace wired to a lab bridge, with its own agent (kubelet and managed
+// containerd with its own root, state and socket), proxy, data and CNI config directories.
+type LabConfig struct {
+	// DataDir holds the server's data (DataDir/server), each node's (DataDir/nodes/<name>) and the
+	// logs. Required.
+	DataDir string
+	// Nodes is the number of agent nodes (1..20).
+	Nodes int
+	// Prefix names the lab's host objects: the bridge <Prefix>0, the namespaces <Prefix>-<node>, the
+	// host veths <Prefix>-<node>; node names are <Prefix>-n<i>. Default "nklab"; at most 8 bytes.
+	Prefix string
+	// Subnet is the lab bridge's IPv4 /24: the bridge (and the API server) is .1, node i is .(10+i).
+	// Default 172.30.0.0/24.
+	Subnet string
+	// APIPort, EtcdClientAddr, ServiceCIDR, ClusterCIDR as in Config (defaults 6443, 127.0.0.1:2379,
+	// 10.96.0.0/12, 10.244.0.0/16).
+	APIPort                  int
+	EtcdClientAddr           string
+	ServiceCIDR, ClusterCIDR string
+	// NodeMonitorGracePeriod and NotReadyTolerationSeconds make node loss visible quickly (default 20 s
+	// and 15 s, against 40 s and 300 s in production).
+	NodeMonitorGracePeriod    time.Duration
+	NotReadyTolerationSeconds int
+	ImagesDir, Containerd     string
+	Executable                string
+	NodeTimeout               time.Duration
+	StopTimeout               time.Duration
+	ComponentLogs             slog.Handler
+	Logger                    *slog.Logger
+	Out                       io.Writer
+}
+
+// LabNode is one node of a lab.
+type LabNode struct {
+	Name    string `json:"name"`
+	Netns   string `json:"netns"`
+	IP      string `json:"ip"`
+	HostIf  string `json:"hostIf"`
+	DataDir string `json:"dataDir"`
+}
+
+// LabState is recorded in <DataDir>/lab.json for `lab exec` and `lab down`.
+type LabState struct {
+	UpPID  int       `json:"upPID"`
+	Bridge string    `json:"bridge"`
+	Nodes  []LabNode `json:"nodes"`
+}
+
+func labStatePath(dataDir string) string { return filepath.Join(dataDir, "lab.json") }
+
+// ReadLabState loads <dataDir>/lab.json.
+func ReadLabState(dataDir string) (LabState, error) {
+	var st LabState
+	b, err := os.ReadFile(labStatePath(dataDir))
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+func (c *LabConfig) complete() error {
+	if c.DataDir == "" {
+		return errors.New("lab: DataDir is required")
+	}
+	var err error
+	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
+		return err
+	}
+	if c.Nodes < 1 || c.Nodes > 20 {
+		return fmt.Errorf("lab: Nodes %d: want 1..20", c.Nodes)
+	}
+	if c.Prefix == "" {
+		c.Prefix = "nklab"
+	}
+	if len(c.Prefix) > 8 {
+		return fmt.Errorf("lab: Prefix %q: at most 8 bytes (interface names)", c.Prefix)
+	}
+	if c.Subnet == "" {
+		c.Subnet = "172.30.0.0/24"
+	}
+	if _, n, err := net.ParseCIDR(c.Subnet); err != nil || n.IP.To4() == nil {
+		return fmt.Errorf("lab: Subnet %q is not an IPv4 CIDR", c.Subnet)
+	}
+	if c.NodeMonitorGracePeriod == 0 {
+		c.NodeMonitorGracePeriod = 20 * time.Second
+	}
+	if c.NotReadyTolerationSeconds == 0 {
+		c.NotReadyTolerationSeconds = 15
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = 4 * time.Minute
+	}
+	return nil
+}
+
+// labIP returns host number h of the lab /24.
+func (c *LabConfig) labIP(h int) string {
+	_, n, _ := net.ParseCIDR(c.Subnet)
+	ip := n.IP.To4()
+	return net.IPv4(ip[0], ip[1], ip[2], byte(h)).String()
+}
+
+// Lab is a running lab (LabUp).
+type Lab struct {
+	*Cluster
+	lcfg  LabConfig
+	state LabState
+}
+
+// LabUp builds the lab network (bridge, one namespace and veth per node), starts the server, then each
+// node's agent and proxy inside its namespace, waits for every node to be Ready and keeps the pod
+// routes (each node's podCIDR via its lab address) in every namespace and on the host. Stop (or ctx)
+// stops the processes; LabDown removes everything.
+func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
+	if err := lc.complete(); err != nil {
+		return nil, err
+	}
+	if prev, err := ReadLabState(lc.DataDir); err == nil && prev.UpPID != 0 && processAlive(prev.UpPID, "up") {
+		return nil, fmt.Errorf("lab: 'nodekit lab up' (pid %d) already runs on %s", prev.UpPID, lc.DataDir)
+	}
+	cfg := Config{DataDir: lc.DataDir, NodeName: lc.Prefix + "-server", APIBindAddress: lc.labIP(1), APIPort: lc.APIPort,
+		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir,
+		Containerd: lc.Containerd, Executable: lc.Executable, NodeTimeout: lc.NodeTimeout, StopTimeout: lc.StopTimeout,
+		ComponentLogs: lc.ComponentLogs, Logger: lc.Logger, Out: lc.Out}
+	if err := cfg.complete(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "server")} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "server", "admin.kubeconfig")}, lcfg: lc}
+	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
+	for i := 1; i <= lc.Nodes; i++ {
+		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
+		l.state.Nodes = append(l.state.Nodes, LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name,
+			DataDir: filepath.Join(cfg.DataDir, "nodes", name)})
+	}
+	if err := l.saveState(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.Stop()
+		}
+	}()
+	log := cfg.Logger
+	if err := l.buildNetwork(); err != nil {
+		return nil, err
+	}
+	serverDir := filepath.Join(cfg.DataDir, "server")
+	if err := l.start(spec{name: "server", command: "server", dataDir: serverDir, args: []string{
+		"--bind-address", cfg.APIBindAddress, "--advertise-address", cfg.APIBindAddress, "--secure-port", strconv.Itoa(cfg.APIPort),
+		"--etcd-listen-client", cfg.EtcdClientAddr, "--service-cluster-ip-range", cfg.ServiceCIDR, "--cluster-cidr", cfg.ClusterCIDR,
+		"--node-monitor-grace-period", lc.NodeMonitorGracePeriod.String(),
+		"--default-not-ready-toleration-seconds", strconv.Itoa(lc.NotReadyTolerationSeconds)}}); err != nil {
+		return nil, err
+	}
+	log.Info("waiting for the API server", "timeout", cfg.APITimeout)
+	if err := l.waitAPI(ctx); err != nil {
+		return nil, err
+	}
+	var env []string
+	if cfg.Containerd != "" {
+		env = append(env, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	for _, n := range l.state.Nodes {
+		kubeconfig, err := l.nodeKubeconfig(serverDir, n.Name, n.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		netd, pods := filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
+		// down, run inside the node's namespace, finds the node's runtime and CNI config from this.
+		st := State{NodeName: n.Name, CNIConfDir: netd, PodLogsDir: pods, Containerd: cfg.Containerd, Executable: cfg.Executable}
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.WriteFile(statePath(n.DataDir), b, 0o644); err != nil {
+			return nil, err
+		}
+		if err := l.start(spec{name: n.Name + "-agent", command: "agent", dataDir: n.DataDir, netns: n.Netns, env: env, args: []string{
+			"--kubeconfig", kubeconfig, "--node-name", n.Name, "--node-ip", n.IP, "--address", n.IP,
+			"--images-dir", cfg.ImagesDir, "--cni-conf-dir", netd, "--pod-logs-dir", pods, "--cluster-cidr", cfg.ClusterCIDR}}); err != nil {
+			return nil, err
+		}
+		if err := l.start(spec{name: n.Name + "-proxy", command: "proxy", dataDir: n.DataDir, netns: n.Netns, args: []string{
+			"--kubeconfig", l.AdminKubeconfig, "--hostname-override", n.Name, "--cluster-cidr", cfg.ClusterCIDR}}); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range l.state.Nodes {
+		log.Info("waiting for the node to be Ready", "node", n.Name)
+		if err := l.waitReady(ctx, n.Name); err != nil {
+			return nil, err
+		}
+	}
+	l.syncRoutes(ctx)
+	go func() {
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+				l.syncRoutes(ctx)
+			}
+		}
+	}()
+	l.printSummary(ctx)
+	return l, nil
+}
+
+func (l *Lab) saveState() error {
+	if err := os.MkdirAll(l.cfg.DataDir, 0o750); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(l.state, "", "  ")
+	return os.WriteFile(labStatePath(l.cfg.DataDir), append(b, '\n'), 0o644)
+}
+
+// buildNetwork creates (idempotently) the lab bridge with the server's address and, per node, a named
+// network namespace joined to the bridge by a veth (eth0 inside), with its address and default route.
+func (l *Lab) buildNetwork() error {
+	br, gw := l.state.Bridge, l.lcfg.labIP(1)
+	cmds := [][]string{
+		{"link", "add", br, "type", "bridge"},
+		{"addr", "add", gw + "/24", "dev", br},
+		{"link", "set", br, "up"},
+	}
+	for _, n := range l.state.Nodes {
+		cmds = append(cmds,
+			[]string{"netns", "add", n.Netns},
+			[]string{"link", "add", n.HostIf, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
+			[]string{"link", "set", n.HostIf, "master", br, "up"},
+			[]string{"-n", n.Netns, "addr", "add", n.IP + "/24", "dev", "eth0"},
+			[]string{"-n", n.Netns, "link", "set", "lo", "up"},
+			[]string{"-n", n.Netns, "link", "set", "eth0", "up"},
+			[]string{"-n", n.Netns, "route", "replace", "default", "via", gw},
+		)
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") && !strings.Contains(string(out), "already assigned") {
+			return fmt.Errorf("lab network: ip %s: %v: %s", strings.Join(c, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	// The host forwards between nodes' pods and the server; nodes forward for their pods.
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+}
+
+// nodeKubeconfig issues node's client certificate and writes its kubeconfig pointing at the lab server.
+func (l *Lab) nodeKubeconfig(serverDir, node, nodeDir string) (string, error) {
+	saved := l.cfg
+	l.cfg.DataDir, l.cfg.NodeName = serverDir, node
+	defer func() { l.cfg = saved }()
+	path, err := l.writeNodeKubeconfig()
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(nodeDir, "kubelet.kubeconfig")
+	if err := os.MkdirAll(nodeDir, 0o750); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return dst, os.WriteFile(dst, b, 0o600)
+}
+
+func (l *Lab) waitReady(ctx context.Context, node string) error {
+	return poll(ctx, l.cfg.NodeTimeout, "node "+node+" to be Ready", func() (bool, string, error) {
+		n, err := l.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return nodeStatus(n) == "Ready", nodeStatus(n), nil
+	})
+}
+
+// syncRoutes routes every node's podCIDR via its lab address in the other nodes' namespaces and on the
+// host (the lab's stand-in for a cloud route controller).
+func (l *Lab) syncRoutes(ctx context.Context) {
+	nodes, err := l.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, n := range nodes.Items {
+		ip := nodeIP(&n)
+		if n.Spec.PodCIDR == "" || ip == "" {
+			continue
+		}
+		targets := []string{""}
+		for _, other := range l.state.Nodes {
+			if other.Name != n.Name {
+				targets = append(targets, other.Netns)
+			}
+		}
+		for _, ns := range targets {
+			args := []string{"route", "replace", n.Spec.PodCIDR, "via", ip}
+			if ns != "" {
+				args = append([]string{"-n", ns}, args...)
+			}
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				l.cfg.Logger.Warn("lab route", "netns", ns, "podCIDR", n.Spec.PodCIDR, "via", ip, "err", strings.TrimSpace(string(out)))
+			}
+		}
+	}
+}
+
+func (l *Lab) printSummary(ctx context.Context) {
+	w := l.cfg.Out
+	fmt.Fprintf(w, "\nnodekit lab is up: %d nodes on bridge %s, data in %s\n\n", len(l.state.Nodes), l.state.Bridge, l.cfg.DataDir)
+	fmt.Fprintf(w, "  kubectl  export KUBECONFIG=%s; kubectl get nodes -o wide\n", l.AdminKubeconfig)
+	fmt.Fprintf(w, "  exec     nodekit lab --data-dir %s exec %s -- ip addr\n", l.cfg.DataDir, l.state.Nodes[0].Name)
+	fmt.Fprintf(w, "  down     nodekit lab --data-dir %s down\n\n", l.cfg.DataDir)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tINTERNAL-IP\tPOD-CIDR\tNETNS")
+	for _, n := range l.state.Nodes {
+		node, err := l.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			node = &v1.Node{}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, nodeStatus(node), n.IP, node.Spec.PodCIDR, n.Netns)
+	}
+	tw.Flush()
+}
+
+// Stop stops the lab's processes and records that no `lab up` runs.
+func (l *Lab) Stop() {
+	l.Cluster.Stop()
+	l.state.UpPID = 0
+	_ = l.saveState()
+}
+
+// Run supervises until ctx ends, then stops.
+func (l *Lab) Run(ctx context.Context) {
+	<-ctx.Done()
+	l.Stop()
+}
+
+// StopNode stops one node's agent and proxy (SIGTERM, then SIGKILL after the grace), as a node that
+// goes away: its Node turns NotReady and its pods are replaced elsewhere.
+func (l *Lab) StopNode(node string) error {
+	found := false
+	for _, c := range l.components {
+		if c.name == node+"-agent" || c.name == node+"-proxy" {
+			c.stop(l.cfg.StopTimeout)
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("lab: no node %q", node)
+	}
+	return nil
+}
+
+// LabExec runs argv inside node's network namespace with the caller's stdio and returns its error.
+func LabExec(dataDir, node string, argv []string) error {
+	st, err := ReadLabState(dataDir)
+	if err != nil {
+		return fmt.Errorf("lab exec: no lab in %s: %w", dataDir, err)
+	}
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			cmd := exec.Command("nsenter", append([]string{"--net=" + netnsPath(n.Netns), "--"}, argv...)...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+			return cmd.Run()
+		}
+	}
+	var names []string
+	for _, n := range st.Nodes {
+		names = append(names, n.Name)
+	}
+	return fmt.Errorf("lab exec: no node %q (nodes: %s)", node, strings.Join(names, ", "))
+}
+
+// LabDown stops a running `lab up`, runs `nodekit down --purge` inside every node's namespace (pods,
+// containerd, the node's rules, bridge and data), deletes the namespaces, veths and the lab bridge, and
+// removes the lab's data directory.
+func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) error {
+	dd, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := ReadLabState(dd)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Info("no lab here", "dir", dd)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var errs []error
+	if st.UpPID != 0 && processAlive(st.UpPID, "up") {
+		log.Info("stopping nodekit lab up", "pid", st.UpPID)
+		errs = append(errs, terminate(st.UpPID, 2*time.Minute))
+	}
+	// Children a killed `lab up` left behind (their command lines name the lab's data dir).
+	pidFiles, _ := filepath.Glob(filepath.Join(dd, "run", "*.pid"))
+	for _, f := range pidFiles {
+		if pid := readPID(f); pid != 0 && processUsesPrefix(pid, dd) {
+			log.Info("stopping component", "proc", strings.TrimSuffix(filepath.Base(f), ".pid"), "pid", pid)
+			errs = append(errs, terminate(pid, time.Minute))
+		}
+	}
+	for _, n := range st.Nodes {
+		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
+			log.Info("removing node", "node", n.Name)
+			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", "--purge", "--data-dir", n.DataDir).CombinedOutput()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("down in %s: %v: %s", n.Name, err, out))
+			}
+			if out, err := exec.Command("ip", "netns", "del", n.Netns).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", n.Netns, err, out))
+			}
+		}
+		_ = exec.Command("ip", "link", "del", n.HostIf).Run()
+	}
+	// The server made nothing outside its data dir; the host routes via the lab bridge go with it.
+	if out, err := exec.Command("ip", "link", "del", st.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find") {
+		errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", st.Bridge, err, out))
+	}
+	errs = append(errs, os.RemoveAll(dd))
+	return errors.Join(errs...)
+}
+
+// processUsesPrefix reports whether pid runs nodekit with an absolute-path argument under dir.
+func processUsesPrefix(pid int, dir string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "nodekit") {
+		return false
+	}
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "/") && within(a, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// netnsPath is where `ip netns add` pins the named network namespace.
+func netnsPath(name string) string { return filepath.Join("/run/netns", name) }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodekit/nodekit/cluster"
+)
+
+// labDataDir is --data-dir, or /var/lib/nodekit-lab when it was not given (so a lab never shares the
+// single-node cluster's data).
+func labDataDir() string {
+	if root.PersistentFlags().Changed("data-dir") {
+		return globals.dataDir
+	}
+	return "/var/lib/nodekit-lab"
+}
+
+func init() {
+	lab := &cobra.Command{
+		Use:   "lab",
+		Short: "Multi-node labs on one host: a server and N agent nodes as network namespaces on a lab bridge",
+	}
+	var (
+		cfg            cluster.LabConfig
+		componentLevel string
+	)
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start a lab: the server, then N nodes (each a network namespace with its own agent, containerd and proxy)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			var lv slog.Level
+			if err := lv.UnmarshalText([]byte(componentLevel)); err != nil {
+				return fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", componentLevel)
+			}
+			cfg.DataDir = labDataDir()
+			cfg.ComponentLogs = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
+			cfg.Out = cmd.OutOrStdout()
+			l, err := cluster.LabUp(ctx, cfg)
+			if err != nil {
+				if errors.Is(err, ctx.Err()) {
+					return nil
+				}
+				return err
+			}
+			slog.Info("lab running; Ctrl-C stops its processes, 'nodekit lab down' removes it")
+			l.Run(ctx)
+			return nil
+		},
+	}
+	f := up.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of agent nodes")
+	f.StringVar(&cfg.Prefix, "prefix", "nklab", "prefix of the lab's bridge, namespaces, interfaces and node names")
+	f.StringVar(&cfg.Subnet, "subnet", "172.30.0.0/24", "lab bridge /24: the server is .1, node i is .(10+i)")
+	f.IntVar(&cfg.APIPort, "secure-port", 6443, "API server HTTPS port (on the lab bridge address)")
+	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd client address")
+	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range")
+	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network; each node's podCIDR is cut from it")
+	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images)")
+	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary the agents manage (default: containerd from PATH)")
+	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the lab and remove all of it: pods, containerd, namespaces, veths, bridge, rules, data",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			return cluster.LabDown(cmd.Context(), labDataDir(), exe, nil)
+		},
+	}
+	execCmd := &cobra.Command{
+		Use:   "exec NODE -- CMD [ARGS...]",
+		Short: "Run a command in a lab node's network namespace",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := cluster.LabExec(labDataDir(), args[0], args[1:])
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				os.Exit(ee.ExitCode())
+			}
+			return err
+		},
+	}
+	lab.AddCommand(up, down, execCmd)
+	root.AddCommand(lab)
+}

@@ -1,0 +1,265 @@
+package up
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/runtime/cri"
+	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
+)
+
+// TestLab runs `nodekit lab up --nodes 3` and asserts the pod creation workflow across nodes: pods pinned
+// to two nodes talk pod-to-pod across the lab bridge, the demo Service answers from a third node's
+// namespace with every backend, a frozen node (its agent SIGSTOPped: no more heartbeats) turns NotReady
+// and its demo pods are replaced on the other nodes; `lab down` leaves no namespace, interface, process
+// or data behind.
+func TestLab(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("nodekit lab needs root (netns, bridge, containerd)")
+	}
+	bin := binaries(t)
+	images := ctrfw.ImagesDir(t)
+	base, err := os.MkdirTemp("", "nklab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(base, "lab")
+	prefix := fmt.Sprintf("nkt%d", rand.IntN(1000))
+	subnet := fmt.Sprintf("172.31.%d.0/24", rand.IntN(250)+1)
+	podCIDR := fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(40))
+	svcCIDR := fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250))
+	args := []string{"lab", "up", "--data-dir", dataDir, "--nodes", "3", "--prefix", prefix, "--subnet", subnet,
+		"--secure-port", strconv.Itoa(freePort(t)), "--etcd-listen-client", "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"--cluster-cidr", podCIDR, "--service-cluster-ip-range", svcCIDR, "--images-dir", images, "--component-log-level", "error"}
+	if c := os.Getenv("NODEKIT_CONTAINERD"); c != "" {
+		args = append(args, "--containerd", c)
+	}
+	nodekit := filepath.Join(bin, "nodekit")
+	lab := exec.Command(nodekit, args...)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	lab.Stdout, lab.Stderr = out, errb
+	lab.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := lab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { lab.Wait(); close(done) }()
+	var frozen int
+	downDone := false
+	labDown := func() {
+		if downDone {
+			return
+		}
+		downDone = true
+		if frozen != 0 {
+			_ = syscall.Kill(frozen, syscall.SIGCONT)
+		}
+		if o, err := exec.Command(nodekit, "lab", "--data-dir", dataDir, "down").CombinedOutput(); err != nil {
+			t.Errorf("nodekit lab down: %v\n%s", err, tail(string(o), 40))
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Errorf("nodekit lab up still runs after lab down")
+			_ = lab.Process.Kill()
+		}
+	}
+	dump := func() {
+		logs, _ := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
+		for _, l := range logs {
+			if b, err := os.ReadFile(l); err == nil {
+				t.Logf("--- %s (last 30 lines)\n%s", filepath.Base(l), tail(string(b), 30))
+			}
+		}
+		t.Logf("lab up stderr:\n%s", tail(errb.String(), 30))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump()
+		}
+		labDown()
+		os.RemoveAll(base)
+	})
+	deadline := time.Now().Add(6 * time.Minute)
+	for !strings.Contains(out.String(), "nodekit lab is up") {
+		select {
+		case <-done:
+			t.Fatalf("nodekit lab up exited: stdout:\n%s", out.String())
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nodekit lab up printed no summary within 6m")
+		}
+	}
+	t.Logf("lab up:\n%s", out.String())
+	st, err := cluster.ReadLabState(dataDir)
+	if err != nil || len(st.Nodes) != 3 {
+		t.Fatalf("lab state: %v %+v", err, st)
+	}
+	e := &env{dataDir: filepath.Join(dataDir, "server")}
+	client := e.client(t)
+	ctx := context.Background()
+	n1, n2, n3 := st.Nodes[0], st.Nodes[1], st.Nodes[2]
+
+	// Pod-to-pod across nodes: a pod pinned to n1 reaches a pod pinned to n2 by its pod IP.
+	pin := func(name, node string) {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{
+			NodeName: node, TerminationGracePeriodSeconds: new(int64),
+			Containers: []v1.Container{{Name: "demo-server", Image: "nodekit.local/demo-server:v1",
+				Env: []v1.EnvVar{{Name: "POD_NAME", Value: name}}}}}}
+		if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin("pin-a", n1.Name)
+	pin("pin-b", n2.Name)
+	ips := map[string]string{}
+	e.waitFor(t, client, 3*time.Minute, "pinned pods Running", func() (bool, string) {
+		for _, name := range []string{"pin-a", "pin-b"} {
+			p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != v1.PodRunning || p.Status.PodIP == "" {
+				return false, fmt.Sprintf("%s: %v %v", name, err, p.Status.Phase)
+			}
+			ips[name] = p.Status.PodIP
+		}
+		return true, ""
+	})
+	rt, err := cri.Dial(ctx, "unix://"+filepath.Join(n1.DataDir, "containerd", "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	cs, err := rt.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": "pin-a"}}})
+	if err != nil || len(cs.Containers) == 0 {
+		t.Fatalf("pin-a's container on %s: %v", n1.Name, err)
+	}
+	pidA := containerPID(t, rt, cs.Containers[0].Id)
+	var answer string
+	for i := 0; i < 20; i++ {
+		b, err := exec.Command("nsenter", "-t", strconv.Itoa(pidA), "-n", "--", "curl", "-sS", "--max-time", "3", "http://"+ips["pin-b"]+":8080/").CombinedOutput()
+		if answer = strings.TrimSpace(string(b)); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !strings.Contains(answer, "pod=pin-b ") {
+		t.Fatalf("pod pin-a on %s → pod pin-b %s on %s: %q", n1.Name, ips["pin-b"], n2.Name, answer)
+	}
+	t.Logf("pod on %s reached pod on %s: %s", n1.Name, n2.Name, answer)
+
+	// A Service across nodes: the demo, reached from n3's namespace, answers from every backend.
+	if _, err := cluster.Apply(ctx, restConfig(t, e), examples.Demo); err != nil {
+		t.Fatal(err)
+	}
+	pods := e.waitDemoReady(t, client, 3, nil)
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	svc, err := client.CoreV1().Services("default").Get(ctx, examples.DemoName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cluster.ServiceURL(svc)
+	e.assertAllBackends(t, "node "+n3.Name, url, names, func() (string, error) {
+		b, err := exec.Command(nodekit, "lab", "--data-dir", dataDir, "exec", n3.Name, "--", "curl", "-sS", "--max-time", "3", url).CombinedOutput()
+		return strings.TrimSpace(string(b)), err
+	})
+
+	// Node loss: freeze the agent of a node running demo pods; the node turns NotReady (Unknown) and the
+	// Deployment is back to 3 Ready pods, none on that node.
+	byNode := map[string]int{}
+	for _, p := range pods {
+		byNode[p.Spec.NodeName]++
+	}
+	var lost cluster.LabNode
+	for _, n := range st.Nodes {
+		if byNode[n.Name] > 0 {
+			lost = n
+			break
+		}
+	}
+	pidFile := filepath.Join(dataDir, "run", lost.Name+"-agent.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	t.Logf("freezing %s (agent pid %d, %d demo pods)", lost.Name, frozen, byNode[lost.Name])
+	if err := syscall.Kill(frozen, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, client, 2*time.Minute, lost.Name+" NotReady", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, lost.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status != v1.ConditionTrue, string(c.Status)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	e.waitFor(t, client, 3*time.Minute, "3 Ready demo pods off the lost node", func() (bool, string) {
+		return readyOff(ctx, client, lost.Name)
+	})
+	_ = syscall.Kill(frozen, syscall.SIGCONT)
+	frozen = 0
+
+	// lab down: nothing left.
+	labDown()
+	for _, n := range st.Nodes {
+		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
+			t.Errorf("netns %s left", n.Netns)
+		}
+		if exec.Command("ip", "link", "show", n.HostIf).Run() == nil {
+			t.Errorf("interface %s left", n.HostIf)
+		}
+	}
+	if exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
+		t.Errorf("lab bridge %s left", st.Bridge)
+	}
+	if left := (&env{dataDir: dataDir}).processesUsingDataDir(); len(left) > 0 {
+		t.Errorf("processes naming the lab's data dir after lab down: %v", left)
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("lab data dir still exists (%v)", err)
+	}
+	if save, err := exec.Command("iptables-save").Output(); err == nil && strings.Contains(string(save), svc.Spec.ClusterIP+"/32") {
+		t.Errorf("iptables still routes the lab's ClusterIP %s", svc.Spec.ClusterIP)
+	}
+}
+
+func readyOff(ctx context.Context, client kubernetes.Interface, lost string) (bool, string) {
+	l, err := client.CoreV1().Pods(examples.DemoNamespace).List(ctx, metav1.ListOptions{LabelSelector: demoSelector})
+	if err != nil {
+		return false, err.Error()
+	}
+	ready := 0
+	var where []string
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != lost && podReady(&p) {
+			ready++
+			where = append(where, p.Name+"@"+p.Spec.NodeName)
+		}
+	}
+	return ready >= 3, fmt.Sprintf("%d Ready off %s: %v", ready, lost, where)
+}
