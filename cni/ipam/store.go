@@ -5,6 +5,8 @@
 // Layout under <dataDir>/<network>/:
 //
 //	lock                  flock(2) taken exclusively around every read-modify-write
+//	locks/<xx>            flock(2) serialising the commands of one attachment (LockAttachment); 256
+//	                      stripes chosen by a hash of containerID + ifname, so the files stay bounded
 //	ips/<ip>              one file per allocated address; content "<containerID>\n<ifname>\n"
 //	attachments/<key>     one file per attachment (containerID + ifname); content "<ip>\n"
 //	last_reserved_ip      where the next allocation search starts (round robin, so a released address is
@@ -56,7 +58,7 @@ func Open(dataDir, network string, ranges []Range) (*Store, error) {
 		return nil, fmt.Errorf("ipam: network name %q cannot be used as a directory name", network)
 	}
 	dir := filepath.Join(dataDir, network)
-	for _, d := range []string{filepath.Join(dir, "ips"), filepath.Join(dir, "attachments")} {
+	for _, d := range []string{filepath.Join(dir, "ips"), filepath.Join(dir, "attachments"), filepath.Join(dir, "locks")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("ipam: %w", err)
 		}
@@ -64,8 +66,21 @@ func Open(dataDir, network string, ranges []Range) (*Store, error) {
 	return &Store{dir: dir, Ranges: ranges}, nil
 }
 
-func (s *Store) lock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+func (s *Store) lock() (func(), error) { return flock(filepath.Join(s.dir, "lock")) }
+
+// LockAttachment takes an exclusive lock serialising the commands (ADD, DEL, CHECK) of the attachment
+// (containerID, ifName) across processes, and returns its release. The CNI spec (1.1.0 §"Section 2")
+// forbids a runtime to run parallel operations on one container; holding this lock makes an ADD racing a
+// DEL end either fully attached or fully removed, never a veth without its IP. Attachments hashing to the
+// same of the 256 stripes merely wait for each other. Take it before any Store method (never inside
+// WithLock): the order is attachment lock, then store lock.
+func (s *Store) LockAttachment(containerID, ifName string) (unlock func(), err error) {
+	return flock(filepath.Join(s.dir, "locks", naming.Hash("", 1, containerID, ifName)))
+}
+
+// flock opens (creating) path and locks it exclusively; the returned func closes it, dropping the lock.
+func flock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("ipam: open lock: %w", err)
 	}

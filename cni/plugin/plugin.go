@@ -4,7 +4,9 @@
 //
 // ADD: allocate an address (cni/ipam), ensure the node bridge and ip_forward, wire a veth pair
 // (cni/bridge), ensure egress masquerade (cni/masq) and hostPorts (cni/portmap). Any failure undoes what
-// that ADD created. DEL undoes ADD and succeeds when there is nothing left to undo. GC releases what
+// that ADD created. DEL undoes ADD and succeeds when there is nothing left to undo. ADD, DEL and CHECK of
+// one attachment are serialised by a lock (ipam.Store.LockAttachment), so a runtime racing them anyway
+// cannot leave a veth without its IP. GC releases what
 // belongs to attachments missing from cni.dev/valid-attachments.
 package plugin
 
@@ -83,11 +85,25 @@ func internal(msg string, err error) error {
 	return types.NewError(types.ErrInternal, msg, err.Error())
 }
 
+// lockAttachment serialises this command with any other on the same attachment (see ipam.LockAttachment).
+func (n *network) lockAttachment(args *skel.CmdArgs) (func(), error) {
+	unlock, err := n.store.LockAttachment(args.ContainerID, args.IfName)
+	if err != nil {
+		return nil, types.NewError(types.ErrIOFailure, "cannot lock the attachment", err.Error())
+	}
+	return unlock, nil
+}
+
 func cmdAdd(args *skel.CmdArgs) (err error) {
 	n, err := load(args.StdinData)
 	if err != nil {
 		return err
 	}
+	unlock, err := n.lockAttachment(args)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	netNS, err := ns.GetNS(args.Netns)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetNS, "cannot open the pod network namespace", err.Error())
@@ -169,6 +185,11 @@ func cmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := n.lockAttachment(args)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if len(n.conf.RuntimeConfig.PortMappings) > 0 {
 		ipt, err := iptables.New()
 		if err != nil {
@@ -193,6 +214,11 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := n.lockAttachment(args)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	a, ok, err := n.store.Lookup(args.ContainerID, args.IfName)
 	if err != nil {
 		return internal("reading the IP allocation failed", err)
