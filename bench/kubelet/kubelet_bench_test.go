@@ -2,7 +2,7 @@
 // phase Running with its container running, as seen through a watch — for one pod at a time and for a
 // batch of 30 created together, with the image already present; and, in the same run against the same
 // containerd, the raw-CRI floor: RunPodSandbox + CreateContainer + StartContainer of the same image with
-// no kubelet and no API. It prints p50/p99 side by side.
+// no kubelet and no API. It prints p50/p99 side by side, then the time to fill the node with 110 pods.
 //
 //	go test -bench . -benchtime 1x ./bench/kubelet/      # real API server (embedded etcd + nodekit apiserver)
 //	NODEKIT_BENCH_FAKE_API=1 go test -bench . -benchtime 1x ./bench/kubelet/   # client-go fake API instead
@@ -39,7 +39,10 @@ import (
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
-const batch = 30
+const (
+	batch   = 30
+	maxPods = 110
+)
 
 func suffix() string {
 	var b [4]byte
@@ -277,6 +280,17 @@ func BenchmarkPodStartLatency(b *testing.B) {
 		batchLat := s.startPods(b, names)
 		s.deletePods(b, names)
 		s.waitRuntimeEmpty(b)
+
+		// Node fill: 110 pods (the kubelet's default maxPods) created together.
+		var fill []string
+		for j := 0; j < maxPods; j++ {
+			fill = append(fill, fmt.Sprintf("fill-%d-%03d", i, j))
+		}
+		fillStart := time.Now()
+		fillLat := s.startPods(b, fill)
+		fillTook := time.Since(fillStart)
+		s.deletePods(b, fill)
+		s.waitRuntimeEmpty(b)
 		s.stopKubelet()
 
 		var rawSingle []time.Duration
@@ -289,6 +303,8 @@ func BenchmarkPodStartLatency(b *testing.B) {
 		fmt.Printf("%-28s %10s %10s   %10s %10s\n", "", "1 pod p50", "1 pod p99", "30 p50", "30 p99")
 		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "nodekit kubelet (API→Running)", r(pct(single, .5)), r(pct(single, .99)), r(pct(batchLat, .5)), r(pct(batchLat, .99)))
 		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "raw CRI floor (runp+create+start)", r(pct(rawSingle, .5)), r(pct(rawSingle, .99)), r(pct(rawBatch, .5)), r(pct(rawBatch, .99)))
+		fmt.Printf("node fill: %d pods created together all Running after %v (per pod p50 %v, p99 %v)\n",
+			maxPods, r(fillTook), r(pct(fillLat, .5)), r(pct(fillLat, .99)))
 		b.ReportMetric(float64(pct(single, .5).Milliseconds()), "ms-p50-1pod")
 		b.ReportMetric(float64(pct(batchLat, .99).Milliseconds()), "ms-p99-30pods")
 	}
