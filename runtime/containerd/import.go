@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 )
 
@@ -67,7 +68,8 @@ func (im *Importer) Close() error { return im.client.Close() }
 
 // ImportFile imports one archive (an OCI image layout tar whose index.json names each manifest with
 // io.containerd.image.name or org.opencontainers.image.ref.name, or a `docker save` tar) for the host
-// platform, labels the images for CRI and unpacks them. progress, if not nil, is called as bytes are
+// platform, labels the images for CRI and unpacks them. An archive that fails to unpack (a missing or
+// corrupt layer) leaves the image records as they were before the call. progress, if not nil, is called as bytes are
 // read (at most every 64 KiB read) and once at the end. Errors name the file.
 func (im *Importer) ImportFile(ctx context.Context, path string, progress func(ImportProgress)) ([]ImportedImage, error) {
 	ctx = namespaces.WithNamespace(ctx, Namespace)
@@ -85,6 +87,11 @@ func (im *Importer) ImportFile(ctx context.Context, path string, progress func(I
 	if progress != nil {
 		r = pr
 	}
+	// The image records before the import, to put back if it fails half-way (see rollback).
+	before, err := im.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: listing images: %w", path, err)
+	}
 	imgs, err := im.client.Import(ctx, r,
 		containerd.WithImageRefTranslator(fullRefOnly),
 		containerd.WithImageLabels(map[string]string{criImageLabel: "managed", criPinnedLabel: "pinned"}))
@@ -100,11 +107,31 @@ func (im *Importer) ImportFile(ctx context.Context, path string, progress func(I
 	out := make([]ImportedImage, 0, len(imgs))
 	for _, img := range imgs {
 		if err := containerd.NewImage(im.client, img).Unpack(ctx, ""); err != nil {
+			im.rollback(ctx, imgs, before)
 			return nil, fmt.Errorf("import %s: unpack %s: %w", path, img.Name, err)
 		}
 		out = append(out, ImportedImage{Name: img.Name, Digest: img.Target.Digest.String(), File: path})
 	}
 	return out, nil
+}
+
+// rollback undoes the image records of a failed import: a name that existed before points at its old
+// target again, a new name is deleted. Without it, an archive missing a layer blob would leave an image
+// that CRI lists (and the kubelet believes present) but that can never start a container. Blobs the
+// import wrote are left to containerd's garbage collector (nothing references them any more).
+func (im *Importer) rollback(ctx context.Context, imgs []images.Image, before []images.Image) {
+	prev := make(map[string]images.Image, len(before))
+	for _, img := range before {
+		prev[img.Name] = img
+	}
+	is := im.client.ImageService()
+	for _, img := range imgs {
+		if old, ok := prev[img.Name]; ok {
+			_, _ = is.Update(ctx, old, "target", "labels")
+			continue
+		}
+		_ = is.Delete(ctx, img.Name)
+	}
 }
 
 // fullRefOnly accepts an org.opencontainers.image.ref.name annotation as the image name only when it is

@@ -40,9 +40,10 @@ const (
 // and 1.7 answer Unimplemented). Callers then fall back to their configured cgroup driver, as the kubelet does.
 var ErrRuntimeConfigUnimplemented = errors.New("runtime does not implement RuntimeConfig")
 
-// UnreachableError reports that the runtime's socket could not be reached (gRPC code Unavailable). Its
-// message reads "runtime not reachable at unix:///x.sock: <reason>". It wraps the gRPC status error, so
-// status.Code(err) still yields codes.Unavailable.
+// UnreachableError reports that the runtime's socket could not be reached (gRPC code Unavailable, or
+// DeadlineExceeded when the call's deadline passed with no connection up, e.g. a socket that accepts but
+// does not speak gRPC). Its message reads "runtime not reachable at unix:///x.sock: <reason>". It wraps
+// the gRPC status error, so status.Code(err) still yields that code.
 type UnreachableError struct {
 	// Endpoint is the endpoint as the caller named it, in unix:///path form.
 	Endpoint string

@@ -62,6 +62,34 @@ func TestDialUnreachable(t *testing.T) {
 	}
 }
 
+// TestDialNotCRI: a socket that accepts connections but never speaks gRPC (some other daemon's socket)
+// is reported as an unreachable runtime when the deadline passes, not as a slow call.
+func TestDialNotCRI(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, err = Dial(context.Background(), "unix://"+sock, WithTimeout(500*time.Millisecond))
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "runtime not reachable at unix://"+sock+": no connection within") {
+		t.Fatalf("Dial to a silent socket: got %T %v, want *UnreachableError", err, err)
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("status.Code = %v, want DeadlineExceeded", status.Code(err))
+	}
+}
+
 // fakeRuntime is a RuntimeService that answers Version with a configurable API version and sleeps in
 // ListContainers, to test the client's checks and deadlines without a real runtime.
 type fakeRuntime struct {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -32,7 +33,8 @@ func (c *Client) callTimeout(req any) time.Duration {
 }
 
 // unaryInterceptor applies the default deadline when the caller's context has none and turns
-// Unavailable errors into *UnreachableError.
+// Unavailable errors, and deadlines that expire while the connection is still not ready, into
+// *UnreachableError.
 func (c *Client) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, ok := ctx.Deadline(); !ok {
@@ -42,7 +44,16 @@ func (c *Client) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
 				defer cancel()
 			}
 		}
-		return wrapUnreachable(endpoint, invoker(ctx, method, req, reply, cc, opts...))
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) == codes.DeadlineExceeded {
+			// The deadline passed before any connection was up (the socket is not a CRI server, or the
+			// first dial was slow): that is an unreachable runtime, not a slow call.
+			if st := cc.GetState(); st != connectivity.Ready && st != connectivity.Idle {
+				return &UnreachableError{Endpoint: endpoint, Err: status.Errorf(codes.DeadlineExceeded,
+					"no connection within the call's deadline (connection %s)", strings.ToLower(st.String()))}
+			}
+		}
+		return wrapUnreachable(endpoint, err)
 	}
 }
 
