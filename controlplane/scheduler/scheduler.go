@@ -78,6 +78,8 @@ type Scheduler struct {
 	recorder  record.EventRecorder
 	bindSem   chan struct{}
 	bindWG    sync.WaitGroup
+	// handlersSynced report when our event handlers have received the informers' initial lists.
+	handlersSynced []toolscache.InformerSynced
 
 	mu            sync.Mutex
 	moveCycle     int64               // bumped by every node or pod change that may make parked pods fit
@@ -115,20 +117,23 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 	}
 	podInformer := s.factory.Core().V1().Pods()
 	s.podLister = podInformer.Lister()
-	if _, err := podInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	podReg, err := podInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.onPodAdd(obj.(*v1.Pod)) },
 		UpdateFunc: func(oldObj, newObj any) { s.onPodUpdate(oldObj.(*v1.Pod), newObj.(*v1.Pod)) },
 		DeleteFunc: s.onPodDelete,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("scheduler: pod event handler: %w", err)
 	}
-	if _, err := s.factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	nodeReg, err := s.factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.cache.setNode(obj.(*v1.Node)); s.moveAllToActive("NodeAdd") },
 		UpdateFunc: func(oldObj, newObj any) { s.onNodeUpdate(oldObj.(*v1.Node), newObj.(*v1.Node)) },
 		DeleteFunc: s.onNodeDelete,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("scheduler: node event handler: %w", err)
 	}
+	s.handlersSynced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced}
 	return s, nil
 }
 
@@ -143,10 +148,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
-	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("scheduler: cache for %v did not sync: %w", typ, ctx.Err())
-		}
+	// Wait until our handlers have seen every initial Node and Pod (not only until the informers'
+	// stores are filled), so the first pods are scheduled against the whole cluster.
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.handlersSynced...) {
+		return fmt.Errorf("scheduler: caches did not sync: %w", ctx.Err())
 	}
 	s.log.Info("scheduler started")
 	go func() {
