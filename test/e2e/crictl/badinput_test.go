@@ -107,6 +107,19 @@ func TestHostileArguments(t *testing.T) {
 		err := c.mustFail(args, "template")
 		oneLine(t, "bad template "+strings.Join(args, " "), err)
 	}
+	for _, ref := range []string{"Bad Ref", "UPPER/case:1", "x@sha256:zz", "a::b", ""} {
+		err := c.mustFail([]string{"pull", ref})
+		oneLine(t, "pull "+ref, err)
+	}
+	err = c.mustFail([]string{"rmi", "nodekit.local/never:1"}, "never")
+	oneLine(t, "rmi of a missing image", err)
+	// A pod ID where a container ID is wanted (and the reverse) is unknown, not silently the other kind.
+	err = c.mustFail([]string{"inspect", pod.SandboxID[:12]}, "no container with ID prefix")
+	oneLine(t, "inspect of a pod ID prefix", err)
+	err = c.mustFail([]string{"inspectp", pod.ContainerID[:12]}, "no pod sandbox with ID prefix")
+	oneLine(t, "inspectp of a container ID prefix", err)
+	err = c.mustFail([]string{"inspect", pod.SandboxID}, "not found")
+	oneLine(t, "inspect of a full pod ID", err)
 	err = c.mustFail([]string{"rmp", pod.SandboxID}, "stop")
 	oneLine(t, "rmp running pod", err)
 
