@@ -331,9 +331,19 @@ func (k *Kubelet) handleProbeResult(r ProbeResult) {
 		k.unhealthy[r.ContainerID] = fmt.Sprintf("Container %s failed %s probe: %s", r.ContainerName, r.Probe, r.Message)
 		k.mu.Unlock()
 	}
-	if p := k.desiredPod(r.PodUID); p != nil {
-		k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: p})
+	p := k.desiredPod(r.PodUID)
+	if p == nil {
+		return
 	}
+	if state, ok := k.workers.State(p.UID); ok && state == podworkers.Terminating && r.Probe == Readiness && r.ContainerID != "" {
+		// The worker is busy stopping the pod: write the readiness change directly.
+		go func() {
+			if err := k.status.SetContainerReadiness(context.Background(), p, r.ContainerID, r.Success); err != nil {
+				k.log.Warn("write readiness of a terminating pod", "pod", p.Namespace+"/"+p.Name, "container", r.ContainerName, "err", err)
+			}
+		}()
+	}
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: p})
 }
 
 func (k *Kubelet) unhealthyFunc(containerID string) (string, bool) {

@@ -119,9 +119,14 @@ func (k *Kubelet) removeFromProber(pod *v1.Pod) {
 // period) and its sandbox, and writes the resulting status.
 func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePeriod int64) error {
 	k.log.Info("terminating pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "gracePeriod", gracePeriod)
-	rs, err := k.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	// Status first, as upstream: the probe manager learns of the deletion through UpdatePodStatus (and
+	// stops liveness and startup probes) before the containers get their stop signal.
+	before, rs, err := k.generateStatus(ctx, pod, false)
 	if err != nil {
 		return err
+	}
+	if err := k.setStatus(ctx, pod, before); err != nil {
+		k.log.Warn("status before termination", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 	if err := k.runtime.KillPod(ctx, pod, rs, &gracePeriod); err != nil {
 		return err

@@ -101,22 +101,43 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	cond := func(t v1.PodConditionType, ok bool, reason, msg string) {
-		st := v1.ConditionFalse
-		if ok {
-			st, reason, msg = v1.ConditionTrue, "", ""
-		}
-		c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: msg, LastTransitionTime: now}
-		for _, oc := range old.Conditions {
-			if oc.Type == t && oc.Status == st {
-				c.LastTransitionTime = oc.LastTransitionTime
-				c.LastProbeTime = oc.LastProbeTime
-			}
-		}
-		s.Conditions = append(s.Conditions, c)
+		s.Conditions = append(s.Conditions, condition(old.Conditions, t, ok, reason, msg, now))
 	}
 	sandboxReady := rs.ReadySandbox() != nil && (len(rs.IPs) > 0 || pod.Spec.HostNetwork)
 	cond(v1.PodReadyToStartContainers, sandboxReady, "", "")
 	cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " ")))
+	s.Conditions = append(s.Conditions, readyConditions(pod, &s, old.Conditions, now)...)
+	cond(v1.PodScheduled, true, "", "")
+	// Conditions set by others (readiness gates, DisruptionTarget, ...) are kept as they are.
+	for _, oc := range old.Conditions {
+		switch oc.Type {
+		case v1.PodReadyToStartContainers, v1.PodInitialized, v1.ContainersReady, v1.PodReady, v1.PodScheduled:
+		default:
+			s.Conditions = append(s.Conditions, oc)
+		}
+	}
+	return s
+}
+
+// condition builds a pod condition, keeping the old transition time when its status did not change.
+func condition(old []v1.PodCondition, t v1.PodConditionType, ok bool, reason, msg string, now metav1.Time) v1.PodCondition {
+	st := v1.ConditionFalse
+	if ok {
+		st, reason, msg = v1.ConditionTrue, "", ""
+	}
+	c := v1.PodCondition{Type: t, Status: st, Reason: reason, Message: msg, LastTransitionTime: now}
+	for _, oc := range old {
+		if oc.Type == t && oc.Status == st {
+			c.LastTransitionTime = oc.LastTransitionTime
+			c.LastProbeTime = oc.LastProbeTime
+		}
+	}
+	return c
+}
+
+// readyConditions computes ContainersReady (every app and sidecar container Ready; never for a pod
+// that completed) and Ready (ContainersReady and every readiness gate condition True in old).
+func readyConditions(pod *v1.Pod, s *v1.PodStatus, old []v1.PodCondition, now metav1.Time) []v1.PodCondition {
 	var unready []string
 	for _, cs := range s.InitContainerStatuses {
 		if c := findSpec(pod.Spec.InitContainers, cs.Name); c != nil && kuberuntime.IsRestartableInit(c) && !cs.Ready {
@@ -132,13 +153,12 @@ func Generate(in Input) v1.PodStatus {
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		ready, reason, msg = false, "PodCompleted", ""
 	}
-	cond(v1.ContainersReady, ready, reason, msg)
 	podReady, podReason, podMsg := ready, reason, msg
 	if ready {
 		var missing []string
 		for _, g := range pod.Spec.ReadinessGates {
 			ok := false
-			for _, oc := range old.Conditions {
+			for _, oc := range old {
 				if oc.Type == g.ConditionType && oc.Status == v1.ConditionTrue {
 					ok = true
 				}
@@ -151,17 +171,10 @@ func Generate(in Input) v1.PodStatus {
 			podReady, podReason, podMsg = false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is false", missing)
 		}
 	}
-	cond(v1.PodReady, podReady, podReason, podMsg)
-	cond(v1.PodScheduled, true, "", "")
-	// Conditions set by others (readiness gates, DisruptionTarget, ...) are kept as they are.
-	for _, oc := range old.Conditions {
-		switch oc.Type {
-		case v1.PodReadyToStartContainers, v1.PodInitialized, v1.ContainersReady, v1.PodReady, v1.PodScheduled:
-		default:
-			s.Conditions = append(s.Conditions, oc)
-		}
+	return []v1.PodCondition{
+		condition(old, v1.ContainersReady, ready, reason, msg, now),
+		condition(old, v1.PodReady, podReady, podReason, podMsg, now),
 	}
-	return s
 }
 
 func findSpec(list []v1.Container, name string) *v1.Container {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,6 +105,41 @@ func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodSt
 	}
 	m.log.Debug("pod status written", "pod", pod.Namespace+"/"+pod.Name, "phase", status.Phase)
 	return nil
+}
+
+// SetContainerReadiness sets Ready of the container instance containerID ("<runtime>://<id>") in the
+// pod's last status, recomputes the ContainersReady and Ready conditions, and writes the result. As
+// upstream's status manager does, this lets a readiness change reach the API while the pod worker is
+// busy (e.g. waiting out a terminating pod's grace period). Unknown pods or containers are ignored.
+func (m *Manager) SetContainerReadiness(ctx context.Context, pod *v1.Pod, containerID string, ready bool) error {
+	m.mu.Lock()
+	last, ok := m.statuses[pod.UID]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	s := *last.DeepCopy()
+	found := false
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			if list[i].ContainerID == containerID && list[i].Ready != ready {
+				list[i].Ready, found = ready, true
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	rc := readyConditions(pod, &s, last.Conditions, now)
+	for i := range s.Conditions {
+		for _, c := range rc {
+			if s.Conditions[i].Type == c.Type {
+				s.Conditions[i] = c
+			}
+		}
+	}
+	return m.SetPodStatus(ctx, pod, s)
 }
 
 // FinishDeletion deletes the API object of a pod whose containers have all stopped (grace period 0,
