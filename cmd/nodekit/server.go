@@ -56,6 +56,7 @@ func init() {
 	f.StringVar(&o.controllers.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network range nodes' podCIDRs are cut from")
 	f.IntVar(&o.controllers.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's podCIDR")
 	f.DurationVar(&o.controllers.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "a node whose lease is not renewed for this long becomes NotReady (Unknown)")
+	f.DurationVar(&o.controllers.NodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often node health and pod evictions are checked")
 	f.StringSliceVar(&o.controllers.Controllers, "controllers", nil, "controllers to run (default: all)")
 	root.AddCommand(cmd)
 }
@@ -92,6 +93,8 @@ func startControllers(ctx context.Context, kubeconfig string) error {
 	if err != nil {
 		return fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
 	}
+	// client-go's default 5 requests/s would cap the scheduler at about 5 bindings/s.
+	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
