@@ -152,6 +152,11 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		return err
 	}
 	defer rt.Close()
+	rv, err := rt.Version(ctx)
+	if err != nil {
+		return err
+	}
+	cniVersion := cniconfig.VersionForRuntime(rv.RuntimeName, rv.RuntimeVersion)
 
 	var clusterDNS []net.IP
 	for _, s := range kc.ClusterDNS {
@@ -187,7 +192,8 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
 		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds,
 		OnPodCIDRs: func(cidrs []string) {
-			path, err := cniconfig.Write(cniconfig.Options{Path: cniConf, PodCIDR: cidrs[0], ClusterCIDR: f.clusterCIDR})
+			path, err := cniconfig.Write(cniconfig.Options{Path: cniConf, PodCIDR: cidrs[0],
+				ClusterCIDR: f.clusterCIDR, CNIVersion: cniVersion, DataDir: filepath.Join(globals.dataDir, "cni")})
 			if err != nil {
 				slog.Error("writing CNI config", "node", nodeName, "err", err)
 				return

@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -178,4 +180,19 @@ func Ready(ctx context.Context, path string, binDirs ...string) error {
 		return fmt.Errorf("%w: %s: %v", ErrNotReady, path, err)
 	}
 	return nil
+}
+
+// VersionForRuntime picks the conflist cniVersion a container runtime accepts, from the runtimeName
+// and runtimeVersion its CRI Version call reports (e.g. "containerd", "v2.4.2" or "1.6.20~ds1").
+// containerd 2.x vendors a libcni that knows spec 1.1.0 (GC, STATUS); containerd 1.x and runtimes
+// nodekit does not know get "1.0.0", which every libcni since 1.0 parses.
+func VersionForRuntime(runtimeName, runtimeVersion string) string {
+	if runtimeName != "containerd" {
+		return "1.0.0"
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(runtimeVersion, "v"), ".")
+	if n, err := strconv.Atoi(major); err == nil && n >= 2 {
+		return CNIVersion
+	}
+	return "1.0.0"
 }

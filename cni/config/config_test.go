@@ -102,3 +102,18 @@ func TestReadyChecksInstalledPlugin(t *testing.T) {
 		t.Errorf("Ready with the plugin installed: %v", err)
 	}
 }
+
+func TestVersionForRuntime(t *testing.T) {
+	for _, c := range []struct{ name, version, want string }{
+		{"containerd", "v2.4.2", "1.1.0"},
+		{"containerd", "2.0.0", "1.1.0"},
+		{"containerd", "1.6.20~ds1", "1.0.0"},
+		{"containerd", "v1.7.3", "1.0.0"},
+		{"containerd", "garbage", "1.0.0"},
+		{"cri-o", "1.31.0", "1.0.0"},
+	} {
+		if got := VersionForRuntime(c.name, c.version); got != c.want {
+			t.Errorf("VersionForRuntime(%q, %q) = %q, want %q", c.name, c.version, got, c.want)
+		}
+	}
+}
