@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, idempotently and quietly, what a nodekit node and nodekit's tests need on Debian 12 / Ubuntu:
 # containerd, runc, the CNI reference plugins (a benchmark peer and fallback), iptables, conntrack, ipset,
-# iproute2, etcdctl, and kubectl (Debian's kubernetes-client, unless a kubectl is already installed).
+# iproute2, etcdctl, kubectl (Debian's kubernetes-client, unless a kubectl is already installed), and the
+# linters the tests run on hack/ (shellcheck, ruby -c, systemd-analyze verify).
 # Safe to rerun: it does nothing and prints nothing when everything is present.
 set -euo pipefail
 
@@ -25,6 +26,10 @@ declare -A want=(
 	[git]=git
 	[make]=make
 	[gcc]=gcc
+	[shellcheck]=shellcheck
+	[ruby]=ruby
+	[systemd-analyze]=systemd
+	[nsenter]=util-linux
 )
 # files -> Debian package
 declare -A want_files=(
