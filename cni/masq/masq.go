@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/containernetworking/plugins/pkg/utils"
 	"github.com/coreos/go-iptables/iptables"
@@ -71,11 +72,31 @@ func chainMissing(err error) bool {
 	return errors.As(err, &e) && (e.IsNotExist() || e.ExitStatus() == 2)
 }
 
-// Teardown removes the jumps from POSTROUTING and the chain; missing pieces are not an error.
+// Teardown removes podCIDRs' jumps from POSTROUTING (every copy), then the chain unless another podCIDR
+// of the same network still jumps to it (two nodes' networks on one host, e.g. a lab, share the chain);
+// missing pieces are not an error.
 func Teardown(ipt *iptables.IPTables, network string, podCIDRs []*net.IPNet) error {
 	for _, p := range podCIDRs {
-		if err := utils.DeleteRule(ipt, "nat", "POSTROUTING", jumpRule(network, p)...); err != nil {
-			return fmt.Errorf("masq: %w", err)
+		for {
+			ok, err := ipt.Exists("nat", "POSTROUTING", jumpRule(network, p)...)
+			if err != nil && !chainMissing(err) {
+				return fmt.Errorf("masq: %w", err)
+			}
+			if !ok {
+				break
+			}
+			if err := ipt.Delete("nat", "POSTROUTING", jumpRule(network, p)...); err != nil {
+				return fmt.Errorf("masq: %w", err)
+			}
+		}
+	}
+	rules, err := ipt.List("nat", "POSTROUTING")
+	if err != nil {
+		return fmt.Errorf("masq: %w", err)
+	}
+	for _, r := range rules {
+		if strings.HasSuffix(r, " -j "+ChainName(network)) {
+			return nil // still in use by another podCIDR of this network
 		}
 	}
 	if err := ipt.ClearAndDeleteChain("nat", ChainName(network)); err != nil {
