@@ -108,6 +108,8 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig/--server: %w", err)
 	}
+	// Upstream's kubeAPIQPS/kubeAPIBurst: client-go's default 5/10 would throttle status writes and events.
+	restCfg.QPS, restCfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package probes_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +21,6 @@ import (
 // readiness ProbeResult must reach the API while the pod worker waits in KillPod (upstream writes it
 // through the status manager, SetContainerReadiness, not through a pod sync).
 func TestTerminatingPodRunsOnlyReadiness(t *testing.T) {
-	if os.Getenv("NODEKIT_PROBES_TERMINATING") == "" {
-		t.Skip("the kubelet does not yet tell the probe manager of a deletion before KillPod nor write readiness during it; set NODEKIT_PROBES_TERMINATING=1 to run")
-	}
 	n := startNode(t)
 	p := n.demoPod("terminating", "--term-delay=20s")
 	grace := int64(30)
