@@ -36,6 +36,7 @@ func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 		}
 	}
 	mut.ActiveDeadlineSeconds = old.Spec.ActiveDeadlineSeconds
+	errs = append(errs, onlyAddedTolerations(p.Spec.Tolerations, old.Spec.Tolerations, specPath.Child("tolerations"))...)
 	mut.Tolerations = old.Spec.Tolerations
 	if old.Spec.NodeName == "" {
 		mut.NodeName = ""
@@ -44,6 +45,26 @@ func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions to existing tolerations)"))
 	}
 	return errs
+}
+
+// onlyAddedTolerations allows tolerations to be added but not removed or changed, except an existing
+// toleration's tolerationSeconds (as Kubernetes' pod update validation: the DefaultTolerationSeconds and
+// taint-based eviction rely on tolerations never disappearing from a running pod).
+func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.ErrorList {
+	for _, o := range old {
+		found := false
+		for _, n := range tols {
+			o.TolerationSeconds = n.TolerationSeconds
+			if apiequality.Semantic.DeepEqual(o, n) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return field.ErrorList{field.Forbidden(p, fmt.Sprintf("existing toleration %s=%s:%s can not be removed or modified except its tolerationSeconds", o.Key, o.Value, o.Effect))}
+		}
+	}
+	return nil
 }
 
 // PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy and volumes' names.

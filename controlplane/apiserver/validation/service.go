@@ -16,7 +16,7 @@ var serviceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalNa
 
 // Service validates a service: a DNS-1035 label name, a supported type, ports (1-65535, unique names and
 // named when more than one, protocol, nodePort only for NodePort/LoadBalancer), the selector's labels,
-// sessionAffinity and clusterIP ("None" or an IP address). As in Kubernetes, a port/protocol pair and a
+// sessionAffinity and clusterIP ("None" or an IP address; not "None" for NodePort/LoadBalancer). As in Kubernetes, a port/protocol pair and a
 // nodePort/protocol pair may each appear only once (field.Duplicate on spec.ports[i] / .nodePort).
 func Service(svc *corev1.Service) field.ErrorList {
 	errs := Name(&svc.ObjectMeta, apivalidation.NameIsDNS1035Label)
@@ -77,6 +77,12 @@ func Service(svc *corev1.Service) field.ErrorList {
 	errs = append(errs, metav1validation.ValidateLabels(s.Selector, specPath.Child("selector"))...)
 	if s.SessionAffinity != corev1.ServiceAffinityNone && s.SessionAffinity != corev1.ServiceAffinityClientIP {
 		errs = append(errs, field.NotSupported(specPath.Child("sessionAffinity"), s.SessionAffinity, []string{"None", "ClientIP"}))
+	}
+	if s.Type == corev1.ServiceTypeExternalName && s.ClusterIP != "" && s.ClusterIP != corev1.ClusterIPNone {
+		errs = append(errs, field.Forbidden(specPath.Child("clusterIP"), "may not be set for ExternalName services"))
+	}
+	if s.ClusterIP == corev1.ClusterIPNone && (s.Type == corev1.ServiceTypeNodePort || s.Type == corev1.ServiceTypeLoadBalancer) {
+		errs = append(errs, field.Invalid(specPath.Child("clusterIP"), s.ClusterIP, "may not be set to 'None' for "+string(s.Type)+" services"))
 	}
 	if s.ClusterIP != "" && s.ClusterIP != corev1.ClusterIPNone && net.ParseIP(s.ClusterIP) == nil {
 		errs = append(errs, field.Invalid(specPath.Child("clusterIP"), s.ClusterIP, "must be empty, 'None', or a valid IP address"))

@@ -178,6 +178,46 @@ func TestServiceAllocationsHostile(t *testing.T) {
 	if _, err := c.Update(ctx, a, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("clusterIP change: want 422, got %v", err)
 	}
+	// Type changes: becoming ExternalName drops and releases the ClusterIP; leaving it allocates one.
+	tc, err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "tc"}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldIP := tc.Spec.ClusterIP
+	tc.Spec.Type, tc.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.com"
+	if tc, err = c.Update(ctx, tc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("ClusterIP -> ExternalName: %v", err)
+	}
+	if tc.Spec.ClusterIP != "" || keyCount(ctx, t, cli, "/registry/ranges/serviceips/"+oldIP) != 0 {
+		t.Errorf("ExternalName service keeps ClusterIP %q (allocation of %s kept: %d)", tc.Spec.ClusterIP, oldIP,
+			keyCount(ctx, t, cli, "/registry/ranges/serviceips/"+oldIP))
+	}
+	tc.Spec.Type, tc.Spec.ExternalName = corev1.ServiceTypeClusterIP, ""
+	if tc, err = c.Update(ctx, tc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("ExternalName -> ClusterIP: %v", err)
+	}
+	if tc.Spec.ClusterIP == "" || keyCount(ctx, t, cli, "/registry/ranges/serviceips/"+tc.Spec.ClusterIP) != 1 {
+		t.Errorf("service leaving ExternalName got ClusterIP %q without an allocation", tc.Spec.ClusterIP)
+	}
+	if _, err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeExternalName, ExternalName: "example.com", ClusterIP: "10.96.0.99"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("ExternalName with a clusterIP: want 422, got %v", err)
+	}
+	ext, err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext2"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext.Spec.Type, ext.Spec.ExternalName, ext.Spec.Ports = corev1.ServiceTypeClusterIP, "", []corev1.ServicePort{{Port: 80}}
+	if ext, err = c.Update(ctx, ext, metav1.UpdateOptions{}); err != nil || ext.Spec.ClusterIP == "" {
+		t.Errorf("created ExternalName -> ClusterIP: want a ClusterIP, got %v %v", ext, err)
+	}
+	for _, n := range []string{"tc", "ext2"} {
+		if err := c.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// concurrent creates of one name
 	before := keyCount(ctx, t, cli, "/registry/ranges/")
 	var wg sync.WaitGroup

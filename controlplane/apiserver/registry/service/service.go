@@ -37,7 +37,7 @@ func NewStorage(getter generic.RESTOptionsGetter, alloc Allocators) (map[string]
 	s.PrepareUpdateFn = func(_ context.Context, o, old runtime.Object) {
 		// Keep allocated values a client left out (kubectl replace, apply without them).
 		n, p := o.(*corev1.Service), old.(*corev1.Service)
-		if n.Spec.ClusterIP == "" {
+		if n.Spec.ClusterIP == "" && n.Spec.Type != corev1.ServiceTypeExternalName {
 			n.Spec.ClusterIP, n.Spec.ClusterIPs = p.Spec.ClusterIP, p.Spec.ClusterIPs
 		}
 		if n.Spec.Type == corev1.ServiceTypeNodePort || n.Spec.Type == corev1.ServiceTypeLoadBalancer {
@@ -67,10 +67,10 @@ func NewStorage(getter generic.RESTOptionsGetter, alloc Allocators) (map[string]
 	}
 	main.BeginCreate = func(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
 		// A create of an existing name answers 409 AlreadyExists (not 422 for the ClusterIP or NodePort the
-		// existing service holds). The watch cache is enough: a create racing past it still fails safely,
-		// as allocations are per object uid.
+		// existing service holds). A consistent read (services are created rarely); a concurrent create
+		// racing past it still fails safely, as allocations are per object uid.
 		if name := obj.(*corev1.Service).Name; name != "" {
-			if _, err := main.Get(ctx, name, &metav1.GetOptions{ResourceVersion: "0"}); err == nil {
+			if _, err := main.Get(ctx, name, &metav1.GetOptions{}); err == nil {
 				return nil, apierrors.NewAlreadyExists(corev1.Resource("services"), name)
 			}
 		}
@@ -113,13 +113,7 @@ func (a Allocators) beginCreate(ctx context.Context, obj runtime.Object, options
 			return nil, err
 		}
 		taken = append(taken, func() { _ = a.IPs.Release(context.Background(), ip) })
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
-		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
-		if net.ParseIP(ip).To4() == nil {
-			svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
-		}
-		single := corev1.IPFamilyPolicySingleStack
-		svc.Spec.IPFamilyPolicy = &single
+		setClusterIP(svc, ip)
 	}
 	if usesNodePorts(svc) {
 		for i := range svc.Spec.Ports {
@@ -140,12 +134,36 @@ func (a Allocators) beginCreate(ctx context.Context, obj runtime.Object, options
 	}, nil
 }
 
-// beginUpdate allocates NodePorts for ports gaining one and, once the update succeeded, releases the
-// NodePorts no longer used.
+// beginUpdate allocates a ClusterIP for a service leaving ExternalName and NodePorts for ports gaining one
+// and, once the update succeeded, releases the ClusterIP and NodePorts no longer used.
 func (a Allocators) beginUpdate(ctx context.Context, obj, old runtime.Object, options *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
 	svc, prev := obj.(*corev1.Service), old.(*corev1.Service)
 	if len(options.DryRun) > 0 {
 		return func(context.Context, bool) {}, nil
+	}
+	// The ClusterIP follows a type change, as kube-apiserver's service strategy does: becoming
+	// ExternalName drops the ClusterIP (the client may leave the old value in place) and releases it once
+	// the update succeeded; leaving ExternalName allocates one.
+	hadIP := usesClusterIP(prev) && prev.Spec.ClusterIP != ""
+	if svc.Spec.Type == corev1.ServiceTypeExternalName && hadIP && (svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == prev.Spec.ClusterIP) {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = "", nil, nil, nil
+	}
+	var freshIP string
+	if !hadIP && usesClusterIP(svc) {
+		ip, err := a.allocate(ctx, a.IPs, svc.Spec.ClusterIP, owner(prev), field.NewPath("spec", "clusterIP"), svc)
+		if err != nil {
+			return nil, err
+		}
+		freshIP = ip
+		setClusterIP(svc, ip)
+	}
+	releaseIP := func(ctx context.Context, success bool) {
+		switch {
+		case !success && freshIP != "":
+			_ = a.IPs.Release(ctx, freshIP)
+		case success && hadIP && !usesClusterIP(svc):
+			_ = a.IPs.Release(ctx, prev.Spec.ClusterIP)
+		}
 	}
 	had := map[int32]bool{}
 	if usesNodePorts(prev) {
@@ -168,6 +186,7 @@ func (a Allocators) beginUpdate(ctx context.Context, obj, old runtime.Object, op
 				for _, f := range fresh {
 					_ = a.NodePorts.Release(ctx, f)
 				}
+				releaseIP(context.Background(), false)
 				return nil, err
 			}
 			fresh = append(fresh, port)
@@ -179,6 +198,7 @@ func (a Allocators) beginUpdate(ctx context.Context, obj, old runtime.Object, op
 		}
 	}
 	return func(ctx context.Context, success bool) {
+		releaseIP(context.Background(), success)
 		if !success {
 			for _, f := range fresh {
 				_ = a.NodePorts.Release(context.Background(), f)
@@ -208,6 +228,17 @@ func (a Allocators) afterDelete(obj runtime.Object, options *metav1.DeleteOption
 			_ = a.NodePorts.Release(ctx, nodePortString(p.NodePort))
 		}
 	}
+}
+
+// setClusterIP records an allocated ClusterIP and its single-stack IP family.
+func setClusterIP(svc *corev1.Service, ip string) {
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+	if net.ParseIP(ip).To4() == nil {
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	}
+	single := corev1.IPFamilyPolicySingleStack
+	svc.Spec.IPFamilyPolicy = &single
 }
 
 // allocate takes want (or any free value when want is "") and maps allocator errors to 422 Invalid on path.

@@ -1,0 +1,88 @@
+package validation
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
+)
+
+func hasCause(errs field.ErrorList, path string, typ field.ErrorType) bool {
+	for _, e := range errs {
+		if e.Field == path && e.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPodUpdateTolerations: tolerations may be added and their tolerationSeconds changed, never removed or
+// otherwise modified.
+func TestPodUpdateTolerations(t *testing.T) {
+	secs, other := int64(300), int64(60)
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
+		Containers:  []corev1.Container{{Name: "c", Image: "i"}},
+		Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs}},
+	}}
+	defaults.PodSpec(&old.Spec)
+	for _, tc := range []struct {
+		name string
+		edit func(p *corev1.Pod)
+		ok   bool
+	}{
+		{"unchanged", func(*corev1.Pod) {}, true},
+		{"added", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
+		}, true},
+		{"seconds changed", func(p *corev1.Pod) { p.Spec.Tolerations[0].TolerationSeconds = &other }, true},
+		{"removed", func(p *corev1.Pod) { p.Spec.Tolerations = nil }, false},
+		{"effect changed", func(p *corev1.Pod) { p.Spec.Tolerations[0].Effect = corev1.TaintEffectNoSchedule }, false},
+	} {
+		p := old.DeepCopy()
+		tc.edit(p)
+		errs := PodUpdate(p, old)
+		if tc.ok && len(errs) != 0 {
+			t.Errorf("%s: %v", tc.name, errs)
+		}
+		if !tc.ok && !hasCause(errs, "spec.tolerations", field.ErrorTypeForbidden) {
+			t.Errorf("%s: want Forbidden on spec.tolerations, got %v", tc.name, errs)
+		}
+	}
+}
+
+// TestServiceDuplicatePorts: a port/protocol pair and a nodePort/protocol pair may each appear once; the
+// same number with another protocol is fine.
+func TestServiceDuplicatePorts(t *testing.T) {
+	svc := func(ports ...corev1.ServicePort) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+			SessionAffinity: corev1.ServiceAffinityNone, Ports: ports}}
+	}
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	if errs := Service(svc(corev1.ServicePort{Name: "a", Port: 53, Protocol: tcp, NodePort: 30053}, corev1.ServicePort{Name: "b", Port: 53, Protocol: udp, NodePort: 30053})); len(errs) != 0 {
+		t.Errorf("53/TCP and 53/UDP on one nodePort: %v", errs)
+	}
+	errs := Service(svc(corev1.ServicePort{Name: "a", Port: 80, Protocol: tcp}, corev1.ServicePort{Name: "b", Port: 80, Protocol: tcp}))
+	if !hasCause(errs, "spec.ports[1]", field.ErrorTypeDuplicate) {
+		t.Errorf("duplicate 80/TCP: %v", errs)
+	}
+	errs = Service(svc(corev1.ServicePort{Name: "a", Port: 80, Protocol: tcp, NodePort: 30080}, corev1.ServicePort{Name: "b", Port: 81, Protocol: tcp, NodePort: 30080}))
+	if !hasCause(errs, "spec.ports[1].nodePort", field.ErrorTypeDuplicate) {
+		t.Errorf("duplicate nodePort: %v", errs)
+	}
+}
+
+// TestHeadlessNodePort: a NodePort service cannot be headless (it needs a ClusterIP to forward to).
+func TestHeadlessNodePort(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		ClusterIP: corev1.ClusterIPNone, SessionAffinity: corev1.ServiceAffinityNone, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	if errs := Service(svc); !hasCause(errs, "spec.clusterIP", field.ErrorTypeInvalid) {
+		t.Errorf("headless NodePort service: %v", errs)
+	}
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if errs := Service(svc); len(errs) != 0 {
+		t.Errorf("headless ClusterIP service: %v", errs)
+	}
+}
