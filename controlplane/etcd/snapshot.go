@@ -92,8 +92,14 @@ func Restore(ctx context.Context, snapshot, dataDir string) (int, error) {
 // deleted, in key order. The "key" bucket maps revisions (8-byte main, '_', 8-byte sub, and a trailing
 // 't' for tombstones) to mvccpb.KeyValue.
 func liveKeys(path string) ([]*mvccpb.KeyValue, error) {
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
 		return nil, err
+	case fi.IsDir():
+		return nil, fmt.Errorf("%s is a directory, not an etcd snapshot file", path)
+	case fi.Size() == 0: // bbolt would try to initialise it as a new database
+		return nil, fmt.Errorf("%s is empty, not an etcd snapshot", path)
 	}
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {

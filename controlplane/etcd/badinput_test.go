@@ -1,0 +1,80 @@
+package etcd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRestoreBadSnapshots: restoring from a missing file, an empty file, a directory, garbage, or a
+// truncated snapshot fails with an error naming the problem (no panic) and leaves no data dir behind.
+func TestRestoreBadSnapshots(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := Start(ctx, Config{DataDir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := s.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/registry/namespaces/default", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	snap := filepath.Join(dir, "snap.db")
+	if _, err := Save(ctx, s, snap); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	good, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := map[string]string{
+		"missing":   filepath.Join(dir, "none.db"),
+		"empty":     write("empty.db", nil),
+		"directory": t.TempDir(),
+		"garbage":   write("garbage.db", []byte(strings.Repeat("not a bolt file ", 2000))),
+		"truncated": write("truncated.db", good[:len(good)/3]),
+		"zeroed":    write("zeroed.db", make([]byte, len(good))),
+	}
+	for name, file := range cases {
+		target := filepath.Join(dir, "restore-"+name)
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: restore panicked: %v", name, r)
+				}
+			}()
+			n, err := Restore(ctx, file, target)
+			if err == nil {
+				t.Errorf("%s: restored %d keys, want an error", name, n)
+				return
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error spans lines: %q", name, err)
+			}
+			want := map[string]string{"missing": "no such file", "empty": "is empty", "directory": "is a directory",
+				"garbage": "invalid database", "zeroed": "invalid database", "truncated": "too small"}[name]
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", name, err, want)
+			}
+		}()
+		if _, err := os.Stat(target); err == nil {
+			t.Errorf("%s: failed restore left data dir %s", name, target)
+		}
+	}
+}
