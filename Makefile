@@ -18,6 +18,7 @@ deps:
 build:
 	$(GO) build -o $(BIN) ./cmd/nodekit
 	$(GO) build -o bin/nodekit-cni ./cmd/nodekit-cni
+	$(GO) build -o bin/crictl ./cmd/crictl
 
 images: build
 	$(BIN) images build --out $(IMAGES_DIR)

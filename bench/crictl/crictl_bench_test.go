@@ -1,7 +1,7 @@
 // Package crictl_bench compares `nodekit crictl` with upstream crictl v1.37.0 on the same private
 // containerd holding 10 pods with a running container each: wall time per invocation of ps, pods and
 // images, the binaries run alternately so machine load affects them alike. A third binary,
-// bench/crictl/standalone (only the crictl package linked), separates crictl's own cost from the start-up
+// cmd/crictl (only the crictl package linked), separates crictl's own cost from the start-up
 // cost of the full nodekit binary.
 //
 //	bench/crictl/run.sh            # builds upstream crictl into /var/cache/nodekit once, then runs this
@@ -64,7 +64,7 @@ func nodekitCrictl(b *testing.B) (nodekit, standalone string) {
 	if err := os.Symlink(bin, link); err != nil {
 		b.Fatal(err)
 	}
-	return link, goBuild(b, dir, "./bench/crictl/standalone", "crictl-standalone")
+	return link, goBuild(b, dir, "./cmd/crictl", "crictl-standalone")
 }
 
 // runOnce runs one invocation and returns its wall time.

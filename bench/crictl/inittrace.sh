@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shows what a crictl invocation spends in Go package initialisation (GODEBUG=inittrace=1), for the full
-# nodekit binary and for the crictl-only build (bench/crictl/standalone): totals, the modules the time
+# nodekit binary and for the crictl-only build (cmd/crictl): totals, the modules the time
 # goes to, and the costliest packages. Each package counts with its fastest time over RUNS runs of
 # `crictl --help` (no runtime needed), which filters out the noise of a loaded machine.
 set -euo pipefail
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-9}
 mkdir -p _output
 go build -o _output/nodekit ./cmd/nodekit
-go build -o _output/crictl-standalone ./bench/crictl/standalone
+go build -o _output/crictl-standalone ./cmd/crictl
 go list -deps ./crictl > _output/crictl-deps.txt
 
 report() { # name, command...
