@@ -32,7 +32,7 @@ test: deps build
 # The runtime e2e leg against containerd 2.x (needs `make containerd2` once).
 test-containerd2: build
 	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
-		$(GO) test $(GOTEST_FLAGS) ./runtime/... ./crictl/... ./test/e2e/runtime/...
+		$(GO) test $(GOTEST_FLAGS) ./runtime/... ./crictl/... ./test/framework/containerd/... ./test/e2e/runtime/... ./test/e2e/crictl/... ./test/e2e/up/...
 
 containerd2:
 	mkdir -p $(CONTAINERD2_DIR)/bin
