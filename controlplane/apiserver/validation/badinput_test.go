@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -84,5 +85,49 @@ func TestHeadlessNodePort(t *testing.T) {
 	svc.Spec.Type = corev1.ServiceTypeClusterIP
 	if errs := Service(svc); len(errs) != 0 {
 		t.Errorf("headless ClusterIP service: %v", errs)
+	}
+}
+
+// TestContainerResourcesAndEnv: negative quantities, requests above limits and env names with '=' are
+// refused with the path of the offending entry.
+func TestContainerResourcesAndEnv(t *testing.T) {
+	pod := func(edit func(c *corev1.Container)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+		edit(&p.Spec.Containers[0])
+		defaults.PodSpec(&p.Spec)
+		return p
+	}
+	for _, tc := range []struct {
+		name, field string
+		edit        func(c *corev1.Container)
+	}{
+		{"negative limit", "spec.containers[0].resources.limits[memory]", func(c *corev1.Container) {
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}
+		}},
+		{"negative request", "spec.containers[0].resources.requests[cpu]", func(c *corev1.Container) {
+			c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100m")}
+		}},
+		{"request above limit", "spec.containers[0].resources.requests[cpu]", func(c *corev1.Container) {
+			c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		}},
+		{"env name with =", "spec.containers[0].env[0].name", func(c *corev1.Container) {
+			c.Env = []corev1.EnvVar{{Name: "A=B", Value: "x"}}
+		}},
+		{"empty env name", "spec.containers[0].env[0].name", func(c *corev1.Container) {
+			c.Env = []corev1.EnvVar{{Name: "", Value: "x"}}
+		}},
+	} {
+		if errs := Pod(pod(tc.edit)); !hasCause(errs, tc.field, field.ErrorTypeInvalid) {
+			t.Errorf("%s: want Invalid on %s, got %v", tc.name, tc.field, errs)
+		}
+	}
+	ok := pod(func(c *corev1.Container) {
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		c.Env = []corev1.EnvVar{{Name: "HTTP_PORT", Value: "80"}, {Name: "my.var-1", Value: "x"}, {Name: "1st var", Value: "relaxed names (Kubernetes 1.34+)"}}
+	})
+	if errs := Pod(ok); len(errs) != 0 {
+		t.Errorf("valid resources and env: %v", errs)
 	}
 }

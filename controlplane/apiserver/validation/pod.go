@@ -47,6 +47,27 @@ func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 	return errs
 }
 
+// resources checks a container's requests and limits as Kubernetes does for the values the kubelet turns
+// into cgroup settings: no negative quantity, and no request above the limit of the same resource.
+func resources(r *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range r.Limits {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("limits").Key(string(name)), q.String(), "must be greater than or equal to 0"))
+		}
+	}
+	for name, q := range r.Requests {
+		rp := p.Child("requests").Key(string(name))
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(rp, q.String(), "must be greater than or equal to 0"))
+		}
+		if l, ok := r.Limits[name]; ok && q.Cmp(l) > 0 {
+			errs = append(errs, field.Invalid(rp, q.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, l.String())))
+		}
+	}
+	return errs
+}
+
 // onlyAddedTolerations allows tolerations to be added but not removed or changed, except an existing
 // toleration's tolerationSeconds (as Kubernetes' pod update validation: the DefaultTolerationSeconds and
 // taint-based eviction rely on tolerations never disappearing from a running pod).
@@ -111,7 +132,8 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 }
 
 // Container validates one container: a DNS-1123 label name unique in the pod, an image, ports (1-65535,
-// protocol, unique names), volume mounts naming pod volumes, and probes.
+// protocol, unique names), resources (non-negative, requests within limits), env names, volume mounts
+// naming pod volumes, and probes.
 func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[string], init bool) field.ErrorList {
 	errs := dnsLabel(c.Name, p.Child("name"))
 	if c.Name != "" && names.Has(c.Name) {
@@ -119,6 +141,12 @@ func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[strin
 	}
 	names.Insert(c.Name)
 	errs = append(errs, required(c.Image, p.Child("image"))...)
+	errs = append(errs, resources(&c.Resources, p.Child("resources"))...)
+	for i, e := range c.Env {
+		for _, msg := range validation.IsRelaxedEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(p.Child("env").Index(i).Child("name"), e.Name, msg))
+		}
+	}
 	portNames := sets.New[string]()
 	for i, port := range c.Ports {
 		pp := p.Child("ports").Index(i)
