@@ -350,6 +350,9 @@ func (a *app) stopCommand() *cobra.Command {
 			if all == (len(args) > 0) {
 				return errors.New("stop: give CONTAINER-IDs or --all, not both")
 			}
+			if grace < 0 {
+				return fmt.Errorf("--timeout %d: must be 0 or more seconds", grace)
+			}
 			rt, err := a.rt()
 			if err != nil {
 				return err

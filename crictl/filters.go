@@ -43,7 +43,11 @@ func (f *listFlags) labelSelector() (map[string]string, error) {
 }
 
 // matchers compiles the --name and --namespace regular expressions (nil matches everything).
+// It also refuses a negative --last, the one numeric filter.
 func (f *listFlags) matchers() (name, namespace *regexp.Regexp, err error) {
+	if f.last < 0 {
+		return nil, nil, fmt.Errorf("--last %d: must be 0 (unlimited) or more", f.last)
+	}
 	compile := func(flag, p string) (*regexp.Regexp, error) {
 		if p == "" {
 			return nil, nil

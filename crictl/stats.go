@@ -49,6 +49,9 @@ func watchLoop(c context.Context, watch bool, show func() error) error {
 // samples lists stats: once for -o json|yaml, printed as asProto(sample) (then cur is nil); else twice,
 // --seconds apart, returning the second sample and the first indexed by id.
 func samples[S any](a *app, f *statsFlags, what string, list func() ([]S, error), id func(S) string, asProto func([]S) proto.Message) (prev map[string]S, cur []S, err error) {
+	if f.seconds < 1 {
+		return nil, nil, fmt.Errorf("--seconds %d: the CPU sample needs at least 1 second", f.seconds)
+	}
 	first, err := list()
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing %s: %w", what, err)

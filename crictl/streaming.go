@@ -195,6 +195,9 @@ func (a *app) execCommand() *cobra.Command {
 		Short: "Run a command in a running container",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return fmt.Errorf("--timeout %d: must be 0 (none) or more seconds", timeout)
+			}
 			c, cancel := signalContext(cmd)
 			defer cancel()
 			rt, err := a.rt()

@@ -123,6 +123,15 @@ func TestHostileArguments(t *testing.T) {
 	err = c.mustFail([]string{"rmp", pod.SandboxID}, "stop")
 	oneLine(t, "rmp running pod", err)
 
+	for _, args := range [][]string{{"logs", "--since", "yesterday", pod.ContainerID}, {"exec", pod.ContainerID}, {"stop", "--timeout", "-5", pod.ContainerID},
+		{"pods", "--state", "sleepy"}, {"ps", "--state", "zombie"}, {"ps", "--last", "-1"}, {"pods", "--last", "-2"}, {"pods", "--label", "=x"},
+		{"stats", "--seconds", "0"}, {"exec", "--timeout", "-1", pod.ContainerID, "true"}} {
+		_, _, err := c.run(args...)
+		oneLine(t, strings.Join(args, " "), err)
+	}
+	if out, _, err := c.run("ps", "-q", "--id", pod.ContainerID); err != nil || strings.TrimSpace(out) != pod.ContainerID {
+		t.Errorf("a refused stop --timeout -5 touched the container: ps %q %v", out, err)
+	}
 	// stopped and removed containers
 	c.must("stop", pod.ContainerID)
 	err = c.mustFail([]string{"exec", pod.ContainerID, "true"}, "EXITED")
