@@ -51,6 +51,15 @@ func TestRestoreBadSnapshots(t *testing.T) {
 		"truncated": write("truncated.db", good[:len(good)/3]),
 		"zeroed":    write("zeroed.db", make([]byte, len(good))),
 	}
+	// A good snapshot whose restore fails part-way (the context ends) leaves no data dir either.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := Restore(done, snap, filepath.Join(dir, "restore-cancelled")); err == nil {
+		t.Errorf("restore with a cancelled context succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restore-cancelled")); err == nil {
+		t.Errorf("failed restore left data dir restore-cancelled")
+	}
 	for name, file := range cases {
 		target := filepath.Join(dir, "restore-"+name)
 		func() {

@@ -57,10 +57,25 @@ func Save(ctx context.Context, s *Store, path string) (int64, error) {
 // snapshot file. dataDir must not exist or be empty. Unlike `etcdutl snapshot restore`, which keeps the
 // snapshot's revisions, the keys are written anew, so revisions (resourceVersions) restart low: clients
 // must relist, as Kubernetes requires after any etcd restore. It returns the number of keys restored.
-func Restore(ctx context.Context, snapshot, dataDir string) (int, error) {
-	if entries, err := os.ReadDir(dataDir); err == nil && len(entries) > 0 {
+func Restore(ctx context.Context, snapshot, dataDir string) (n int, err error) {
+	entries, statErr := os.ReadDir(dataDir)
+	if statErr == nil && len(entries) > 0 {
 		return 0, fmt.Errorf("etcd restore: data dir %s is not empty", dataDir)
 	}
+	// A failed restore leaves dataDir as it found it (absent, or empty), so it can simply be retried.
+	defer func() {
+		if err == nil {
+			return
+		}
+		if statErr != nil {
+			os.RemoveAll(dataDir)
+			return
+		}
+		left, _ := os.ReadDir(dataDir)
+		for _, e := range left {
+			os.RemoveAll(filepath.Join(dataDir, e.Name()))
+		}
+	}()
 	kvs, err := liveKeys(snapshot)
 	if err != nil {
 		return 0, fmt.Errorf("etcd restore: %w", err)
