@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
 // Defaults for Config fields left zero. They follow the kubelet's flag defaults
@@ -91,6 +93,11 @@ type Config struct {
 	// readiness probe is Ready once running and one without a startup probe Started once running, while
 	// one with a readiness probe stays not Ready (a probe that never ran means not ready, as upstream).
 	ProbeManager ProbeManager
+
+	// Metrics receives kubelet_pod_start_duration_seconds, kubelet_pod_worker_duration_seconds,
+	// kubelet_pleg_relist_duration_seconds and kubelet_runtime_operations_* (the CRI calls of the pod
+	// path). Nil: nothing is recorded. Share it with the kubelet server, which serves it on /metrics.
+	Metrics *metrics.Metrics
 
 	// Logger receives one line per event (pod=, container=, node= keys). Nil: slog.Default().
 	Logger *slog.Logger

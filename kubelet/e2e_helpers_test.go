@@ -29,6 +29,7 @@ import (
 
 	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
@@ -59,6 +60,8 @@ type node struct {
 
 	// prober, when set before start, is plugged into the kubelet as its ProbeManager.
 	prober kubelet.ProbeManager
+	// metrics, when set before start, receives the kubelet's metrics.
+	metrics *metrics.Metrics
 
 	mu     sync.Mutex
 	kl     *kubelet.Kubelet // the in-process kubelet, while running
@@ -123,6 +126,7 @@ func (n *node) start() {
 	log := slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := n.config(n.nodeClient, n.rt.CRI, log)
 	cfg.ProbeManager = n.prober
+	cfg.Metrics = n.metrics
 	kl, err := kubelet.New(cfg)
 	if err != nil {
 		n.t.Fatal(err)

@@ -11,18 +11,25 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 // TestPodServesHTTP: a pod bound to the node runs; its status reports phase, IPs, conditions and QoS;
-// the demo server answers on the pod IP with the pod's identity; events tell the story.
+// the demo server answers on the pod IP with the pod's identity; events tell the story; the kubelet's
+// metrics recorded the pod's start, its pod worker syncs, PLEG relists and the CRI calls.
 func TestPodServesHTTP(t *testing.T) {
-	n := newNode(t, false)
+	n := newNode(t, true)
+	n.metrics = metrics.New(n.name, n.rt.CRI.Runtime())
+	n.start()
 	n.create(n.demoPod("web"))
 	p := n.waitPod("web", 60*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
 	if p.Status.PodIP == "" || len(p.Status.PodIPs) == 0 {
@@ -59,6 +66,53 @@ func TestPodServesHTTP(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	m := n.metrics
+	if c := histogramCount(t, m.PodStartDuration); c != 1 {
+		t.Errorf("kubelet_pod_start_duration_seconds count = %d, want 1 (one pod started)", c)
+	} else if sum := histogramSum(t, m.PodStartDuration); sum <= 0 || sum > 60 {
+		t.Errorf("kubelet_pod_start_duration_seconds sum = %vs, want within the 60 s the pod took at most", sum)
+	}
+	if c := histogramCount(t, m.PodWorkerDuration.WithLabelValues("create").(prometheus.Histogram)); c != 1 {
+		t.Errorf("kubelet_pod_worker_duration_seconds{operation_type=create} count = %d, want 1", c)
+	}
+	// The container's start reaches the pod worker again through the PLEG (relist period 1 s).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		c := histogramCount(t, m.PodWorkerDuration.WithLabelValues("sync").(prometheus.Histogram))
+		if c >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("kubelet_pod_worker_duration_seconds{operation_type=sync} count = %d, want ≥ 1 (PLEG-driven syncs)", c)
+			break
+		}
+	}
+	if c := histogramCount(t, m.PLEGRelistDuration); c < 1 {
+		t.Errorf("kubelet_pleg_relist_duration_seconds count = %d, want ≥ 1", c)
+	}
+	for _, op := range []string{"run_podsandbox", "create_container", "start_container", "list_containers"} {
+		if v := testutil.ToFloat64(m.RuntimeOperations.WithLabelValues(op)); v < 1 {
+			t.Errorf("kubelet_runtime_operations_total{operation_type=%q} = %v, want ≥ 1", op, v)
+		}
+	}
+}
+
+// histogramCount and histogramSum read a histogram's sample count and sum.
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var d dto.Metric
+	if err := h.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetHistogram().GetSampleCount()
+}
+
+func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := h.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetHistogram().GetSampleSum()
 }
 
 // TestEnvAndVolumes: env values (literal, $(VAR) expansion, downward API, configMap/secret keys,

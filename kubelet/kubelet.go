@@ -71,6 +71,7 @@ type Kubelet struct {
 	unhealthy map[string]string // container ID → probe failure message
 	volPaths  map[types.UID]map[string]string
 	probed    map[types.UID]bool // pods handed to the ProbeManager
+	starts    podStarts
 	started   bool
 	node      *v1.Node
 	nodeAt    time.Time
@@ -93,6 +94,7 @@ func New(cfg Config) (*Kubelet, error) {
 		unhealthy: map[string]string{},
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
+		starts:    newPodStarts(c.Metrics),
 		running:   make(chan struct{}),
 	}
 	if k.prober == nil {
@@ -120,8 +122,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return fmt.Errorf("kubelet: %w", err)
 		}
 	}
+	runtime := k.cfg.Metrics.InstrumentRuntime(k.cfg.Runtime)
 	rm, err := kuberuntime.New(ctx, kuberuntime.Options{
-		Runtime: k.cfg.Runtime, Images: k.cfg.Images, Recorder: k.recorderOrDefault(ctx), Helper: k,
+		Runtime: runtime, Images: k.cfg.Metrics.InstrumentImages(k.cfg.Images), Recorder: k.recorderOrDefault(ctx), Helper: k,
 		PodLogsDir: k.cfg.PodLogsDir, CgroupRoot: k.cfg.CgroupRoot, CgroupDriver: k.cfg.CgroupDriver,
 		CrashLoopBackOff: k.cfg.CrashLoopBackOff, MaxCrashLoopBackOff: k.cfg.MaxCrashLoopBackOff,
 		ImagePullBackOff: k.cfg.ImagePullBackOff, MaxImagePullBackOff: k.cfg.MaxImagePullBackOff,
@@ -134,7 +137,10 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	k.pleg = pleg.New(k.cfg.Runtime, k.cfg.RelistPeriod, k.log)
+	k.pleg = pleg.New(runtime, k.cfg.RelistPeriod, k.log)
+	if m := k.cfg.Metrics; m != nil {
+		k.pleg.OnRelist(func(d time.Duration) { m.PLEGRelistDuration.Observe(d.Seconds()) })
+	}
 	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
 	defer k.workers.Wait()
 
@@ -285,9 +291,11 @@ func (k *Kubelet) podUpdated(old, pod *v1.Pod) {
 	k.mu.Lock()
 	k.pods[pod.UID] = pod
 	k.mu.Unlock()
+	k.starts.seen(pod, time.Now())
 	if old != nil && old.UID == pod.UID && specEqual(old, pod) {
 		return
 	}
+	k.starts.updated(pod.UID)
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod})
 }
 

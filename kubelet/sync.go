@@ -52,6 +52,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	if isTerminalPhase(pod.Status.Phase) {
 		return podworkers.SyncResult{Terminal: true}, nil
 	}
+	defer k.starts.observeSync(pod.UID, time.Now())
 	k.addToProber(pod)
 	s, rs, err := k.generateStatus(ctx, pod, false)
 	if err != nil {
@@ -75,6 +76,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 		}
 	}
 	k.forgetUnhealthy(rs)
+	k.starts.running(pod, &s, time.Now())
 	werr := k.setStatus(ctx, pod, s)
 	return podworkers.SyncResult{Terminal: isTerminalPhase(s.Phase), RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, werr)
 }
@@ -170,6 +172,7 @@ func (k *Kubelet) SyncRemovedPod(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	k.status.RemovePod(pod.UID)
+	k.starts.forget(pod.UID)
 	k.mu.Lock()
 	delete(k.volPaths, pod.UID)
 	k.mu.Unlock()

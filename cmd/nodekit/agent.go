@@ -174,9 +174,10 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: nodeName})
 	probes := prober.New(prober.Options{Runtime: rt.Runtime(), Recorder: recorder})
 	defer probes.Close()
+	kubeletMetrics := metrics.New(nodeName, rt.Runtime())
 	kl, err := kubelet.New(kubelet.Config{
 		NodeName: nodeName, NodeIPs: []net.IP{nodeIP}, Runtime: rt.Runtime(), Images: rt.Image(), Client: client,
-		Recorder: recorder, ProbeManager: probes,
+		Recorder: recorder, ProbeManager: probes, Metrics: kubeletMetrics,
 		RootDir: rootDir, PodLogsDir: kc.PodLogsDir, CgroupDriver: kc.CgroupDriver, ClusterDNS: clusterDNS,
 		ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
 	})
@@ -211,7 +212,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		CertDir: filepath.Join(rootDir, "pki"), NodeName: nodeName, NodeIPs: []net.IP{nodeIP}, ClientCA: clientCA,
 		Authorizer: server.GroupAuthorizer{"system:masters"},
 		Pods:       kl, Runtime: rt.Runtime(), Images: rt.Image(), RootDir: rootDir,
-		Metrics: metrics.New(nodeName, rt.Runtime()),
+		Metrics: kubeletMetrics,
 	})
 	if err != nil {
 		return err
@@ -221,6 +222,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	g.Go(func() error { return ns.Run(gctx) })
 	g.Go(func() error { return kl.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx) })
+	notifySystemd(gctx, "agent", ns.Registered())
 	if kc.StaticPodPath != "" {
 		sink, _ := any(kl).(static.Sink)
 		if sink == nil {

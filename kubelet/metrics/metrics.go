@@ -1,6 +1,7 @@
 // Package metrics holds the kubelet's Prometheus metrics, named as upstream's kubelet names them
 // (k8s.io/kubernetes pkg/kubelet/metrics, subsystem "kubelet"), in a registry the kubelet server exposes
-// on /metrics. Pod workers and the runtime manager record into the exported collectors; the running pod
+// on /metrics. The kubelet records pod start and pod worker durations, the PLEG its relist duration,
+// and the CRI clients wrapped by InstrumentRuntime/InstrumentImages the runtime operations; the running pod
 // and container gauges are computed from the CRI at scrape time, so they always reflect the runtime.
 package metrics
 
@@ -27,10 +28,9 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	// PodStartDuration is kubelet_pod_start_duration_seconds: seconds from the kubelet first seeing a
-	// pod to all its containers reported started (observe once per pod).
+	// pod (its creation as observed by the kubelet) to all its containers running (observed once per
+	// pod; pods already running when first seen, e.g. adopted after a restart, are not observed).
 	PodStartDuration prometheus.Histogram
-	// PodStartSLIDuration is kubelet_pod_start_sli_duration_seconds: the same, excluding image pulls.
-	PodStartSLIDuration prometheus.Histogram
 	// PodWorkerDuration is kubelet_pod_worker_duration_seconds{operation_type=create|update|sync}:
 	// seconds one pod worker sync took.
 	PodWorkerDuration *prometheus.HistogramVec
@@ -64,11 +64,6 @@ func New(nodeName string, runtime RuntimeLister) *Metrics {
 			Help:    "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
 			Buckets: podStartBuckets,
 		}),
-		PodStartSLIDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Subsystem: "kubelet", Name: "pod_start_sli_duration_seconds",
-			Help:    "Duration in seconds to start a pod, excluding time to pull images, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
-			Buckets: podStartBuckets,
-		}),
 		PodWorkerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "pod_worker_duration_seconds",
 			Help: "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", Buckets: durationBuckets,
@@ -94,7 +89,7 @@ func New(nodeName string, runtime RuntimeLister) *Metrics {
 		}, []string{"node"}),
 	}
 	m.NodeName.WithLabelValues(nodeName).Set(1)
-	m.Registry.MustRegister(m.PodStartDuration, m.PodStartSLIDuration, m.PodWorkerDuration, m.RuntimeOperations,
+	m.Registry.MustRegister(m.PodStartDuration, m.PodWorkerDuration, m.RuntimeOperations,
 		m.RuntimeOperationsErrors, m.RuntimeOperationsDuration, m.PLEGRelistDuration, m.NodeName,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if runtime != nil {

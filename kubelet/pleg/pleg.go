@@ -44,6 +44,8 @@ type PLEG struct {
 	period  time.Duration
 	log     *slog.Logger
 	events  chan Event
+	// relistDone, when set, receives the duration of every relist (kubelet_pleg_relist_duration_seconds).
+	relistDone func(time.Duration)
 
 	mu         sync.Mutex
 	lastRelist time.Time
@@ -61,6 +63,10 @@ type record struct {
 func New(runtime runtimeapi.RuntimeServiceClient, period time.Duration, log *slog.Logger) *PLEG {
 	return &PLEG{runtime: runtime, period: period, log: log, events: make(chan Event, 1024), old: map[string]record{}}
 }
+
+// OnRelist makes every later relist report its duration (successful or not) to observe, e.g.
+// kubelet_pleg_relist_duration_seconds. Call it before Run.
+func (p *PLEG) OnRelist(observe func(time.Duration)) { p.relistDone = observe }
 
 // Events is the stream of lifecycle events; it is never closed. Events are dropped (with a log line)
 // when nobody reads and 1024 are pending: the next relist or the periodic resync covers them.
@@ -101,6 +107,9 @@ func (p *PLEG) Evented() bool {
 // Relist lists the runtime once and emits an event for every sandbox or container that appeared,
 // changed state or disappeared since the previous relist.
 func (p *PLEG) Relist(ctx context.Context) error {
+	if p.relistDone != nil {
+		defer func(start time.Time) { p.relistDone(time.Since(start)) }(time.Now())
+	}
 	sbs, err := p.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,8 +56,13 @@ func TestRelistEvents(t *testing.T) {
 		ctrs: []*runtimeapi.Container{{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{"io.kubernetes.pod.uid": "pod1"}}},
 	}
 	p := New(f, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var relists []time.Duration
+	p.OnRelist(func(d time.Duration) { relists = append(relists, d) })
 	if err := p.Relist(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if len(relists) != 1 || relists[0] <= 0 {
+		t.Errorf("relist durations observed: %v, want one positive", relists)
 	}
 	got := drain(p)
 	if len(got) != 2 {
