@@ -3,9 +3,11 @@ package validation
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
@@ -129,5 +131,48 @@ func TestContainerResourcesAndEnv(t *testing.T) {
 	})
 	if errs := Pod(ok); len(errs) != 0 {
 		t.Errorf("valid resources and env: %v", errs)
+	}
+}
+
+// TestDeploymentRollingUpdate: maxSurge/maxUnavailable must be non-negative integers or percentages,
+// maxUnavailable at most 100%, not both zero, and only with the RollingUpdate type; counts are >= 0.
+func TestDeploymentRollingUpdate(t *testing.T) {
+	dep := func(edit func(d *appsv1.Deployment)) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{}}}}
+		defaults.PodSpec(&d.Spec.Template.Spec)
+		edit(d)
+		return d
+	}
+	is := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	neg := int32(-1)
+	for _, tc := range []struct {
+		name, field string
+		edit        func(d *appsv1.Deployment)
+	}{
+		{"negative maxSurge", "spec.strategy.rollingUpdate.maxSurge", func(d *appsv1.Deployment) { d.Spec.Strategy.RollingUpdate.MaxSurge = is(intstr.FromInt32(-1)) }},
+		{"garbage percent", "spec.strategy.rollingUpdate.maxSurge", func(d *appsv1.Deployment) { d.Spec.Strategy.RollingUpdate.MaxSurge = is(intstr.FromString("lots")) }},
+		{"maxUnavailable 150%", "spec.strategy.rollingUpdate.maxUnavailable", func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate.MaxUnavailable = is(intstr.FromString("150%"))
+		}},
+		{"both zero", "spec.strategy.rollingUpdate.maxUnavailable", func(d *appsv1.Deployment) {
+			d.Spec.Strategy.RollingUpdate.MaxUnavailable, d.Spec.Strategy.RollingUpdate.MaxSurge = is(intstr.FromInt32(0)), is(intstr.FromString("0%"))
+		}},
+		{"rollingUpdate with Recreate", "spec.strategy.rollingUpdate", func(d *appsv1.Deployment) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType }},
+		{"negative revisionHistoryLimit", "spec.revisionHistoryLimit", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = &neg }},
+	} {
+		if errs := Deployment(dep(tc.edit)); !hasCause(errs, tc.field, field.ErrorTypeInvalid) && !hasCause(errs, tc.field, field.ErrorTypeForbidden) {
+			t.Errorf("%s: want a cause on %s, got %v", tc.name, tc.field, errs)
+		}
+	}
+	ok := dep(func(d *appsv1.Deployment) {
+		d.Spec.Strategy.RollingUpdate.MaxUnavailable, d.Spec.Strategy.RollingUpdate.MaxSurge = is(intstr.FromString("25%")), is(intstr.FromInt32(0))
+	})
+	if errs := Deployment(ok); len(errs) != 0 {
+		t.Errorf("maxUnavailable 25%%, maxSurge 0: %v", errs)
 	}
 }

@@ -6,6 +6,8 @@ package validation
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -14,6 +16,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -180,6 +183,60 @@ func Deployment(d *appsv1.Deployment) field.ErrorList {
 	errs = append(errs, workload(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template)...)
 	if d.Spec.Strategy.Type != "" && d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType && d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		errs = append(errs, field.NotSupported(specPath.Child("strategy", "type"), d.Spec.Strategy.Type, []string{"RollingUpdate", "Recreate"}))
+	}
+	errs = append(errs, rollingUpdate(d.Spec.Strategy, specPath.Child("strategy"))...)
+	for _, v := range []struct {
+		name string
+		val  *int32
+	}{{"minReadySeconds", &d.Spec.MinReadySeconds}, {"revisionHistoryLimit", d.Spec.RevisionHistoryLimit}, {"progressDeadlineSeconds", d.Spec.ProgressDeadlineSeconds}} {
+		if v.val != nil && *v.val < 0 {
+			errs = append(errs, field.Invalid(specPath.Child(v.name), *v.val, "must be greater than or equal to 0"))
+		}
+	}
+	return errs
+}
+
+// rollingUpdate checks maxSurge and maxUnavailable as Kubernetes does: each a non-negative integer or a
+// percentage, maxUnavailable at most 100%, not both zero; and no rollingUpdate with the Recreate type.
+func rollingUpdate(st appsv1.DeploymentStrategy, p *field.Path) field.ErrorList {
+	ru := st.RollingUpdate
+	if ru == nil {
+		return nil
+	}
+	rp := p.Child("rollingUpdate")
+	if st.Type == appsv1.RecreateDeploymentStrategyType {
+		return field.ErrorList{field.Forbidden(rp, "may not be specified when strategy `type` is 'Recreate'")}
+	}
+	var errs field.ErrorList
+	zero := 0
+	for _, v := range []struct {
+		name string
+		val  *intstr.IntOrString
+	}{{"maxUnavailable", ru.MaxUnavailable}, {"maxSurge", ru.MaxSurge}} {
+		if v.val == nil {
+			continue
+		}
+		fp := rp.Child(v.name)
+		n, isPercent := v.val.IntValue(), v.val.Type == intstr.String
+		if isPercent {
+			pct, ok := strings.CutSuffix(v.val.StrVal, "%")
+			var err error
+			if n, err = strconv.Atoi(pct); !ok || err != nil {
+				errs = append(errs, field.Invalid(fp, v.val.StrVal, "must be an integer or a percentage (e.g. '25%')"))
+				continue
+			}
+		}
+		switch {
+		case n < 0:
+			errs = append(errs, field.Invalid(fp, v.val.String(), "must be greater than or equal to 0"))
+		case v.name == "maxUnavailable" && isPercent && n > 100:
+			errs = append(errs, field.Invalid(fp, v.val.String(), "must not be greater than 100%"))
+		case n == 0:
+			zero++
+		}
+	}
+	if zero == 2 {
+		errs = append(errs, field.Invalid(rp.Child("maxUnavailable"), ru.MaxUnavailable.String(), "may not be 0 when `maxSurge` is 0"))
 	}
 	return errs
 }
