@@ -176,3 +176,16 @@ func TestDeploymentRollingUpdate(t *testing.T) {
 		t.Errorf("maxUnavailable 25%%, maxSurge 0: %v", errs)
 	}
 }
+
+// TestDuplicateHostPorts: two containers of a pod cannot claim one hostPort for the same protocol and IP.
+func TestDuplicateHostPorts(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "a", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}},
+		{Name: "b", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: 81, HostPort: 8080}, {ContainerPort: 82, HostPort: 8080, Protocol: corev1.ProtocolUDP}}},
+	}}}
+	defaults.PodSpec(&pod.Spec)
+	errs := Pod(pod)
+	if !hasCause(errs, "spec.containers[1].ports[0].hostPort", field.ErrorTypeDuplicate) || len(errs) != 1 {
+		t.Errorf("want one Duplicate on spec.containers[1].ports[0].hostPort (8080/UDP is fine), got %v", errs)
+	}
+}

@@ -110,6 +110,20 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for i := range s.Containers {
 		errs = append(errs, Container(&s.Containers[i], p.Child("containers").Index(i), names, volumes, false)...)
 	}
+	// As Kubernetes: one hostPort per protocol and host IP across the pod's containers.
+	hostPorts := sets.New[string]()
+	for i, c := range s.Containers {
+		for j, port := range c.Ports {
+			if port.HostPort == 0 {
+				continue
+			}
+			k := fmt.Sprintf("%s/%s/%d", port.Protocol, port.HostIP, port.HostPort)
+			if hostPorts.Has(k) {
+				errs = append(errs, field.Duplicate(p.Child("containers").Index(i).Child("ports").Index(j).Child("hostPort"), fmt.Sprintf("%d/%s", port.HostPort, port.Protocol)))
+			}
+			hostPorts.Insert(k)
+		}
+	}
 	switch s.RestartPolicy {
 	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
 	default:
