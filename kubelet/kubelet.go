@@ -68,7 +68,7 @@ type Kubelet struct {
 	mu        sync.RWMutex
 	pods      map[types.UID]*v1.Pod // desired pods: API pods bound to the node and static pods
 	static    map[types.UID]bool
-	unhealthy map[string]string // container ID → probe failure message
+	unhealthy map[string]kuberuntime.FailedProbe // container ID → the probe it failed
 	volPaths  map[types.UID]map[string]string
 	probed    map[types.UID]bool // pods handed to the ProbeManager
 	starts    podStarts
@@ -91,7 +91,7 @@ func New(cfg Config) (*Kubelet, error) {
 		prober:    c.ProbeManager,
 		pods:      map[types.UID]*v1.Pod{},
 		static:    map[types.UID]bool{},
-		unhealthy: map[string]string{},
+		unhealthy: map[string]kuberuntime.FailedProbe{},
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
 		starts:    newPodStarts(c.Metrics),
@@ -335,9 +335,15 @@ func (k *Kubelet) isActive(uid types.UID) bool {
 
 func (k *Kubelet) handleProbeResult(r ProbeResult) {
 	if !r.Success && (r.Probe == Liveness || r.Probe == Startup) && r.ContainerID != "" {
+		probe := kuberuntime.LivenessProbe
+		if r.Probe == Startup {
+			probe = kuberuntime.StartupProbe
+		}
 		k.mu.Lock()
-		k.unhealthy[r.ContainerID] = fmt.Sprintf("Container %s failed %s probe: %s", r.ContainerName, r.Probe, r.Message)
+		k.unhealthy[r.ContainerID] = probe
 		k.mu.Unlock()
+		k.log.Info("container failed its probe, killing it", "podUID", r.PodUID, "container", r.ContainerName,
+			"containerID", r.ContainerID, "probe", probe, "message", r.Message)
 	}
 	p := k.desiredPod(r.PodUID)
 	if p == nil {
@@ -354,7 +360,7 @@ func (k *Kubelet) handleProbeResult(r ProbeResult) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: p})
 }
 
-func (k *Kubelet) unhealthyFunc(containerID string) (string, bool) {
+func (k *Kubelet) unhealthyFunc(containerID string) (kuberuntime.FailedProbe, bool) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	m, ok := k.unhealthy[containerID]

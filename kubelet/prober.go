@@ -8,7 +8,7 @@ import (
 // ProbeType names the three container probes (Kubernetes "Container probes").
 type ProbeType string
 
-// The probe types, spelled as upstream's Unhealthy events and Killing messages spell them.
+// The probe types, spelled as upstream's Unhealthy events spell them ("Liveness probe failed: …").
 const (
 	Liveness  ProbeType = "Liveness"
 	Readiness ProbeType = "Readiness"
@@ -18,7 +18,9 @@ const (
 // ProbeResult is one probe outcome that changed. The kubelet acts on every result it receives: any result
 // re-syncs the pod (so readiness reaches the API quickly); a failed Liveness or Startup result marks
 // that container instance (ContainerID) for a kill and restart (subject to the restart policy) by its
-// pod worker, with a Killing event carrying Message.
+// pod worker, with upstream's Killing event "Container <name> failed <liveness|startup> probe, will be
+// restarted" and the probe's own terminationGracePeriodSeconds when it sets one (else the pod's). The
+// failure detail belongs to the prober's Unhealthy event; the kubelet only logs Message.
 type ProbeResult struct {
 	PodUID        types.UID
 	ContainerName string

@@ -15,9 +15,19 @@ import (
 	kubelettypes "k8s.io/kubelet/pkg/types"
 )
 
+// FailedProbe names the probe whose failure condemns a container instance, spelled as upstream's
+// Killing event spells it ("Container demo failed liveness probe, will be restarted").
+type FailedProbe string
+
+// The probes that kill a container when they fail past their failureThreshold.
+const (
+	LivenessProbe FailedProbe = "liveness"
+	StartupProbe  FailedProbe = "startup"
+)
+
 // UnhealthyFunc reports whether the container instance (by "<runtime>://<id>") failed its liveness or
-// startup probe, with the message for the Killing event.
-type UnhealthyFunc func(containerID string) (message string, unhealthy bool)
+// startup probe, and which.
+type UnhealthyFunc func(containerID string) (probe FailedProbe, unhealthy bool)
 
 // podActions is what SyncPod must do to converge a pod (upstream's podActions).
 type podActions struct {
@@ -38,7 +48,33 @@ type podActions struct {
 type killInfo struct {
 	name      string
 	container *v1.Container
-	message   string
+	// message is the Killing event's text (upstream's wording, e.g. "Container demo definition changed,
+	// will be restarted").
+	message string
+	// grace overrides the pod's grace period: a failed probe's own terminationGracePeriodSeconds.
+	grace *int64
+}
+
+// probeGracePeriod is the grace period a container killed for failing probe gets instead of the pod's,
+// or nil: the probe's terminationGracePeriodSeconds (Kubernetes ≥ 1.25, "Probe-level
+// terminationGracePeriodSeconds"), unless the pod is being deleted, whose deletion grace period wins
+// (upstream's setTerminationGracePeriod).
+func probeGracePeriod(pod *v1.Pod, c *v1.Container, probe FailedProbe) *int64 {
+	if pod.DeletionGracePeriodSeconds != nil {
+		return nil
+	}
+	var p *v1.Probe
+	switch probe {
+	case LivenessProbe:
+		p = c.LivenessProbe
+	case StartupProbe:
+		p = c.StartupProbe
+	}
+	if p == nil || p.TerminationGracePeriodSeconds == nil {
+		return nil
+	}
+	g := *p.TerminationGracePeriodSeconds
+	return &g
 }
 
 // IsRestartableInit reports whether c is a restartable init ("sidecar") container: an init container
@@ -110,6 +146,9 @@ func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy Unhealt
 	kill := func(st *ContainerStatus, c *v1.Container, msg string) {
 		a.ContainersToKill[st.ID] = killInfo{name: c.Name, container: c, message: msg}
 	}
+	killUnknown := func(st *ContainerStatus, c *v1.Container) {
+		kill(st, c, fmt.Sprintf("Container %s is in %q state, try killing it", c.Name, st.State.String()))
+	}
 	// checkRunning decides for a running instance: ok to keep, or killed (restart tells whether the
 	// caller should start it again).
 	checkRunning := func(c *v1.Container, st *ContainerStatus) (keep, restart bool) {
@@ -117,13 +156,14 @@ func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy Unhealt
 			kill(st, c, fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
 			return false, true
 		}
-		if msg, bad := unhealthy(st.ContainerID()); bad {
-			if IsRestartableInit(c) || pod.Spec.RestartPolicy != v1.RestartPolicyNever {
-				kill(st, c, msg+", will be restarted")
-				return false, true
+		if probe, bad := unhealthy(st.ContainerID()); bad {
+			restart := IsRestartableInit(c) || pod.Spec.RestartPolicy != v1.RestartPolicyNever
+			msg := fmt.Sprintf("Container %s failed %s probe", c.Name, probe)
+			if restart {
+				msg += ", will be restarted"
 			}
-			kill(st, c, msg)
-			return false, false
+			a.ContainersToKill[st.ID] = killInfo{name: c.Name, container: c, message: msg, grace: probeGracePeriod(pod, c, probe)}
+			return false, restart
 		}
 		return true, false
 	}
@@ -140,7 +180,7 @@ initLoop:
 					continue
 				}
 			} else if st != nil && st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-				kill(st, c, "container is not running")
+				killUnknown(st, c)
 			}
 			a.InitToStart = append(a.InitToStart, i)
 			if !initialized {
@@ -173,7 +213,7 @@ initLoop:
 			initDone = false
 			break initLoop
 		default:
-			kill(st, c, "init container is not running")
+			killUnknown(st, c)
 			a.InitToStart = append(a.InitToStart, i)
 			initDone = false
 			break initLoop
@@ -197,7 +237,7 @@ initLoop:
 				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
 		default:
-			kill(st, c, "container is not running")
+			killUnknown(st, c)
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
 	}
@@ -218,7 +258,7 @@ type SyncResult struct {
 // liveness or startup probes (nil: none).
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unhealthy UnhealthyFunc) SyncResult {
 	if unhealthy == nil {
-		unhealthy = func(string) (string, bool) { return "", false }
+		unhealthy = func(string) (FailedProbe, bool) { return "", false }
 	}
 	a := m.computePodActions(pod, s, unhealthy)
 	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitToStart)+len(a.ContainersToStart) == 0 {
@@ -237,7 +277,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		}
 	}
 	for id, k := range a.ContainersToKill {
-		if err := m.killContainer(ctx, pod, k.container, id, k.name, nil, k.message, podIPs); err != nil {
+		if err := m.killContainer(ctx, pod, k.container, id, k.name, k.grace, k.message, podIPs); err != nil {
 			return SyncResult{Err: err}
 		}
 	}

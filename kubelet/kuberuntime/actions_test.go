@@ -1,11 +1,16 @@
 package kuberuntime
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -34,7 +39,7 @@ var (
 	exited  = runtimeapi.ContainerState_CONTAINER_EXITED
 )
 
-func noUnhealthy(string) (string, bool) { return "", false }
+func noUnhealthy(string) (FailedProbe, bool) { return "", false }
 
 func TestComputePodActions(t *testing.T) {
 	m := &Manager{}
@@ -146,17 +151,83 @@ func TestComputePodActionsKillsChangedAndUnhealthy(t *testing.T) {
 	st.ContainerStatuses[0].Hash = "stale"
 	sick := st.ContainerStatuses[1]
 	sick.Runtime = "containerd"
-	a := m.computePodActions(pod, st, func(id string) (string, bool) { return "liveness failed", id == sick.ContainerID() })
+	failedLiveness := func(id string) (FailedProbe, bool) { return LivenessProbe, id == sick.ContainerID() }
+	a := m.computePodActions(pod, st, failedLiveness)
 	if !reflect.DeepEqual(a.ContainersToStart, []int{0, 1}) || len(a.ContainersToKill) != 2 {
 		t.Fatalf("actions %+v: want kill+start of the changed and the unhealthy container", a)
 	}
-	if msg := a.ContainersToKill[sick.ID].message; msg != "liveness failed, will be restarted" {
+	// Upstream's Killing messages (pkg/kubelet/kuberuntime computePodActions).
+	if msg := a.ContainersToKill[sick.ID].message; msg != "Container sick failed liveness probe, will be restarted" {
+		t.Errorf("kill message %q", msg)
+	}
+	if msg := a.ContainersToKill[st.ContainerStatuses[0].ID].message; msg != "Container changed definition changed, will be restarted" {
 		t.Errorf("kill message %q", msg)
 	}
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
-	a = m.computePodActions(pod, st, func(id string) (string, bool) { return "liveness failed", id == sick.ContainerID() })
-	if _, killed := a.ContainersToKill[sick.ID]; !killed || reflect.DeepEqual(a.ContainersToStart, []int{0, 1}) {
+	a = m.computePodActions(pod, st, failedLiveness)
+	if k, killed := a.ContainersToKill[sick.ID]; !killed || reflect.DeepEqual(a.ContainersToStart, []int{0, 1}) {
 		t.Errorf("restartPolicy Never: the unhealthy container is killed and not restarted; got %+v", a)
+	} else if k.message != "Container sick failed liveness probe" {
+		t.Errorf("restartPolicy Never: kill message %q", k.message)
+	}
+}
+
+// stopRecorder is a CRI runtime that records StopContainer timeouts; other calls are not expected.
+type stopRecorder struct {
+	runtimeapi.RuntimeServiceClient
+	timeouts map[string]int64
+}
+
+func (r *stopRecorder) StopContainer(_ context.Context, in *runtimeapi.StopContainerRequest, _ ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	r.timeouts[in.ContainerId] = in.Timeout
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// TestProbeKillGracePeriod: a container killed for a failed liveness or startup probe is stopped with
+// that probe's terminationGracePeriodSeconds when it sets one, else the pod's; a deleting pod's grace
+// period wins; the Killing event names the probe as upstream does.
+func TestProbeKillGracePeriod(t *testing.T) {
+	i64 := func(v int64) *int64 { return &v }
+	cases := []struct {
+		name              string
+		probe             FailedProbe
+		liveness, startup *int64 // the probes' terminationGracePeriodSeconds (nil: no probe field)
+		deletionGrace     *int64
+		want              int64
+		event             string
+	}{
+		{"liveness with its own grace", LivenessProbe, i64(7), i64(9), nil, 7, "Normal Killing Container app failed liveness probe"},
+		{"startup with its own grace", StartupProbe, i64(7), i64(9), nil, 9, "Normal Killing Container app failed startup probe"},
+		{"probe without grace: the pod's", LivenessProbe, nil, i64(9), nil, 30, "Normal Killing Container app failed liveness probe"},
+		{"deleting pod: its deletion grace", LivenessProbe, i64(7), nil, i64(12), 12, "Normal Killing Container app failed liveness probe"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := testPod(v1.RestartPolicyAlways, nil, "app")
+			pod.Spec.TerminationGracePeriodSeconds = i64(30)
+			pod.DeletionGracePeriodSeconds = c.deletionGrace
+			spec := &pod.Spec.Containers[0]
+			handler := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
+			spec.LivenessProbe = &v1.Probe{ProbeHandler: handler, TerminationGracePeriodSeconds: c.liveness}
+			spec.StartupProbe = &v1.Probe{ProbeHandler: handler, TerminationGracePeriodSeconds: c.startup}
+			st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(pod, "app", running, 0, 0)}}
+			sick := st.ContainerStatuses[0]
+			sick.Runtime = "containerd"
+			rt := &stopRecorder{timeouts: map[string]int64{}}
+			rec := record.NewFakeRecorder(10)
+			m := &Manager{opts: Options{Runtime: rt, Recorder: rec}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			pod.Spec.RestartPolicy = v1.RestartPolicyNever // kill only: nothing to start
+			res := m.SyncPod(context.Background(), pod, st, func(id string) (FailedProbe, bool) { return c.probe, id == sick.ContainerID() })
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if got, ok := rt.timeouts[sick.ID]; !ok || got != c.want {
+				t.Errorf("StopContainer timeout = %d (called %v), want %d", got, ok, c.want)
+			}
+			if ev := <-rec.Events; ev != c.event {
+				t.Errorf("event %q, want %q", ev, c.event)
+			}
+		})
 	}
 }
 

@@ -268,7 +268,8 @@ func httpHook(ctx context.Context, c *v1.Container, g *v1.HTTPGetAction, podIPs 
 
 // killContainer runs c's preStop hook (when c is known and has one), then stops the container with
 // the remaining grace period (at least 2 s): CRI StopContainer sends the stop signal and kills it when
-// the timeout expires. grace nil means the pod's deletion or spec grace period.
+// the timeout expires. grace nil means the pod's deletion or spec grace period. The Killing event says
+// message, or "Stopping container <name>" when message is empty (upstream's wording).
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id, name string, grace *int64, message string, podIPs []string) error {
 	g := int64(v1.DefaultTerminationGracePeriodSeconds)
 	switch {
@@ -279,9 +280,9 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	case pod.Spec.TerminationGracePeriodSeconds != nil:
 		g = *pod.Spec.TerminationGracePeriodSeconds
 	}
-	msg := fmt.Sprintf("Stopping container %s", name)
-	if message != "" {
-		msg += ": " + message
+	msg := message
+	if msg == "" {
+		msg = fmt.Sprintf("Stopping container %s", name)
 	}
 	m.opts.Recorder.Event(pod, v1.EventTypeNormal, "Killing", msg)
 	m.log.Info("killing container", "pod", pod.Namespace+"/"+pod.Name, "container", name, "containerID", id, "gracePeriod", g, "reason", message)

@@ -38,7 +38,7 @@ func TestTerminatingPodRunsOnlyReadiness(t *testing.T) {
 	t.Logf("not Ready %v after the delete", time.Since(start).Round(100*time.Millisecond))
 	time.Sleep(5 * time.Second)
 	for _, e := range n.events(t, p.Name) {
-		if strings.HasPrefix(e, "Unhealthy: Liveness") || (strings.HasPrefix(e, "Killing: ") && strings.Contains(e, "Liveness")) {
+		if strings.HasPrefix(e, "Unhealthy: Liveness") || (strings.HasPrefix(e, "Killing: ") && strings.Contains(e, "failed liveness probe")) {
 			t.Fatalf("liveness probed a terminating pod: %q", e)
 		}
 	}
