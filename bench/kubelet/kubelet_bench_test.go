@@ -2,7 +2,11 @@
 // phase Running with its container running, as seen through a watch — for one pod at a time and for a
 // batch of 30 created together, with the image already present; and, in the same run against the same
 // containerd, the raw-CRI floor: RunPodSandbox + CreateContainer + StartContainer of the same image with
-// no kubelet and no API. It prints p50/p99 side by side, then the time to fill the node with 110 pods.
+// no kubelet and no API. It prints p50/p99 side by side, then the time to fill the node with 110 pods
+// and the agent's (kubelet's) resident memory with those 110 pods running. With the real API server the
+// kubelet runs in a child process (this benchmark binary re-executed, see TestMain), so its RSS is its
+// own and not the in-process etcd's and API server's; with the fake API it runs in-process and the RSS
+// printed is the whole benchmark process's.
 //
 //	go test -bench . -benchtime 1x ./bench/kubelet/      # real API server (embedded etcd + nodekit apiserver)
 //	NODEKIT_BENCH_FAKE_API=1 go test -bench . -benchtime 1x ./bench/kubelet/   # client-go fake API instead
@@ -14,13 +18,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,10 +40,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -54,6 +65,8 @@ type setup struct {
 	rt     *containerd.Runtime
 	client kubernetes.Interface
 	node   string
+	// kubeletPID is the process the kubelet runs in (a child, or this process with the fake API).
+	kubeletPID int
 	// stopKubelet stops the kubelet (before the raw-CRI floor runs: a kubelet rightly removes pods
 	// made behind its back).
 	stopKubelet func()
@@ -65,36 +78,143 @@ func start(b *testing.B) *setup {
 	cgroupRoot := "/nodekit-bench-" + sfx
 	b.Cleanup(func() { removeCgroups(cgroupRoot) })
 	s.rt = containerd.Start(b, containerd.Options{})
-	var nodeClient kubernetes.Interface
+	dir := b.TempDir()
+	spec := childSpec{Node: s.node, Endpoint: s.rt.Endpoint(), RootDir: filepath.Join(dir, "kubelet"),
+		LogDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot}
 	if os.Getenv("NODEKIT_BENCH_FAKE_API") != "" {
 		c := fake.NewSimpleClientset()
-		s.client, nodeClient = c, c
-	} else {
-		api := apiserver.Start(b, apiserver.Options{})
-		// The kubelet's client gets upstream's kubeAPIQPS/kubeAPIBurst defaults (50/100).
-		cfg := api.NodeConfig(b, s.node)
-		cfg.QPS, cfg.Burst = 50, 100
-		// The bench's own client must not be throttled either (client-go's default is 5 QPS).
-		admin := rest.CopyConfig(api.Config)
-		admin.QPS, admin.Burst = 200, 200
-		s.client, nodeClient = kubernetes.NewForConfigOrDie(admin), kubernetes.NewForConfigOrDie(cfg)
+		s.client = c
+		s.runInProcess(b, spec, c, s.rt.CRI.Runtime(), s.rt.CRI.Image())
+		return s
 	}
-	dir := b.TempDir()
-	kl, err := kubelet.New(kubelet.Config{
-		NodeName: s.node, Runtime: s.rt.CRI.Runtime(), Images: s.rt.CRI.Image(), Client: nodeClient,
-		RootDir: filepath.Join(dir, "kubelet"), PodLogsDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot,
+	api := apiserver.Start(b, apiserver.Options{})
+	// The bench's own client must not be throttled (client-go's default is 5 QPS).
+	admin := rest.CopyConfig(api.Config)
+	admin.QPS, admin.Burst = 200, 200
+	s.client = kubernetes.NewForConfigOrDie(admin)
+	spec.Kubeconfig = api.NodeKubeconfig(b, s.node)
+	s.runChild(b, spec)
+	return s
+}
+
+// childSpec tells a child process which kubelet to run.
+type childSpec struct {
+	Node, Kubeconfig, Endpoint, RootDir, LogDir, CgroupRoot string
+}
+
+const childEnv = "NODEKIT_BENCH_KUBELET_CHILD"
+
+// TestMain runs the kubelet instead of the benchmarks when started as the benchmark's child.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(kubeletChild(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// kubeletChild runs a kubelet from the JSON childSpec until SIGTERM; it returns the exit code.
+func kubeletChild(specJSON string) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+		return 2
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+		return 2
+	}
+	// Upstream's kubeAPIQPS/kubeAPIBurst defaults (50/100).
+	cfg.QPS, cfg.Burst = 50, 100
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	c, err := cri.Dial(ctx, spec.Endpoint)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+		return 2
+	}
+	defer c.Close()
+	kl, err := kubelet.New(kubeletConfig(spec, kubernetes.NewForConfigOrDie(cfg), c.Runtime(), c.Image()))
+	if err == nil {
+		err = kl.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+		return 1
+	}
+	return 0
+}
+
+func kubeletConfig(spec childSpec, client kubernetes.Interface, rs runtimeapi.RuntimeServiceClient, is runtimeapi.ImageServiceClient) kubelet.Config {
+	return kubelet.Config{
+		NodeName: spec.Node, Runtime: rs, Images: is, Client: client,
+		RootDir: spec.RootDir, PodLogsDir: spec.LogDir, CgroupRoot: spec.CgroupRoot,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+}
+
+// runChild starts the kubelet in a child process; stopKubelet sends it SIGTERM and reaps it (SIGKILL
+// after 30 s).
+func (s *setup) runChild(b *testing.B, spec childSpec) {
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	s.kubeletPID = cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var once sync.Once
+	s.stopKubelet = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	b.Cleanup(s.stopKubelet)
+}
+
+// runInProcess runs the kubelet in this process (the fake API cannot be shared with a child).
+func (s *setup) runInProcess(b *testing.B, spec childSpec, client kubernetes.Interface, rs runtimeapi.RuntimeServiceClient, is runtimeapi.ImageServiceClient) {
+	kl, err := kubelet.New(kubeletConfig(spec, client, rs, is))
 	if err != nil {
 		b.Fatal(err)
 	}
+	s.kubeletPID = os.Getpid()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kl.Run(ctx) }()
 	var once sync.Once
 	s.stopKubelet = func() { once.Do(func() { cancel(); <-done }) }
 	b.Cleanup(s.stopKubelet)
-	return s
+}
+
+// memoryKiB reads VmRSS (resident now) and VmHWM (peak resident) of process pid from
+// /proc/<pid>/status, in KiB.
+func memoryKiB(pid int) (rss, hwm int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var v int64
+		if n, _ := fmt.Sscanf(line, "VmRSS: %d kB", &v); n == 1 {
+			rss = v
+		} else if n, _ := fmt.Sscanf(line, "VmHWM: %d kB", &v); n == 1 {
+			hwm = v
+		}
+	}
+	if rss == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	}
+	return rss, hwm, nil
 }
 
 func removeCgroups(root string) {
@@ -289,6 +409,12 @@ func BenchmarkPodStartLatency(b *testing.B) {
 		fillStart := time.Now()
 		fillLat := s.startPods(b, fill)
 		fillTook := time.Since(fillStart)
+		// The agent's memory with the node full: after a few PLEG relists and status syncs at 110 pods.
+		time.Sleep(5 * time.Second)
+		rss, hwm, err := memoryKiB(s.kubeletPID)
+		if err != nil {
+			b.Fatal(err)
+		}
 		s.deletePods(b, fill)
 		s.waitRuntimeEmpty(b)
 		s.stopKubelet()
@@ -305,6 +431,12 @@ func BenchmarkPodStartLatency(b *testing.B) {
 		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "raw CRI floor (runp+create+start)", r(pct(rawSingle, .5)), r(pct(rawSingle, .99)), r(pct(rawBatch, .5)), r(pct(rawBatch, .99)))
 		fmt.Printf("node fill: %d pods created together all Running after %v (per pod p50 %v, p99 %v)\n",
 			maxPods, r(fillTook), r(pct(fillLat, .5)), r(pct(fillLat, .99)))
+		who := "kubelet child process"
+		if s.kubeletPID == os.Getpid() {
+			who = "whole benchmark process: fake API, kubelet in-process"
+		}
+		fmt.Printf("agent RSS at %d pods: %.1f MiB (peak %.1f MiB; %s)\n", maxPods, float64(rss)/1024, float64(hwm)/1024, who)
+		b.ReportMetric(float64(rss)/1024, "MiB-agent-RSS-110pods")
 		b.ReportMetric(float64(pct(single, .5).Milliseconds()), "ms-p50-1pod")
 		b.ReportMetric(float64(pct(batchLat, .99).Milliseconds()), "ms-p99-30pods")
 	}
