@@ -67,9 +67,9 @@ func TestPodServesHTTP(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	m := n.metrics
-	if c := histogramCount(t, m.PodStartDuration); c != 1 {
+	if c, sum := histogram(t, m.PodStartDuration); c != 1 {
 		t.Errorf("kubelet_pod_start_duration_seconds count = %d, want 1 (one pod started)", c)
-	} else if sum := histogramSum(t, m.PodStartDuration); sum <= 0 || sum > 60 {
+	} else if sum <= 0 || sum > 60 {
 		t.Errorf("kubelet_pod_start_duration_seconds sum = %vs, want within the 60 s the pod took at most", sum)
 	}
 	if c := histogramCount(t, m.PodWorkerDuration.WithLabelValues("create").(prometheus.Histogram)); c != 1 {
@@ -96,23 +96,20 @@ func TestPodServesHTTP(t *testing.T) {
 	}
 }
 
-// histogramCount and histogramSum read a histogram's sample count and sum.
-func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+// histogram reads a histogram's sample count and sum; histogramCount only the count.
+func histogram(t *testing.T, h prometheus.Histogram) (uint64, float64) {
 	t.Helper()
 	var d dto.Metric
 	if err := h.Write(&d); err != nil {
 		t.Fatal(err)
 	}
-	return d.GetHistogram().GetSampleCount()
+	return d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum()
 }
 
-func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 	t.Helper()
-	var d dto.Metric
-	if err := h.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	return d.GetHistogram().GetSampleSum()
+	c, _ := histogram(t, h)
+	return c
 }
 
 // TestEnvAndVolumes: env values (literal, $(VAR) expansion, downward API, configMap/secret keys,
