@@ -60,3 +60,41 @@ kubelet_runtime_operations_total{operation_type="run_podsandbox"} 2
 		t.Errorf("gather with a failing runtime: %v", err)
 	}
 }
+
+// failingRuntime answers RunPodSandbox with an error and StopContainer with success.
+type failingRuntime struct {
+	runtimeapi.RuntimeServiceClient
+}
+
+func (failingRuntime) RunPodSandbox(context.Context, *runtimeapi.RunPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+	return nil, errors.New("no sandbox")
+}
+
+func (failingRuntime) StopContainer(context.Context, *runtimeapi.StopContainerRequest, ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func TestInstrumentRuntime(t *testing.T) {
+	m := New("n1", nil)
+	rs := m.InstrumentRuntime(failingRuntime{})
+	if _, err := rs.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{}); err == nil || err.Error() != "no sandbox" {
+		t.Fatalf("RunPodSandbox error passed through as %v", err)
+	}
+	for range 2 {
+		if _, err := rs.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for op, want := range map[string][2]float64{"run_podsandbox": {1, 1}, "stop_container": {2, 0}} {
+		if got := testutil.ToFloat64(m.RuntimeOperations.WithLabelValues(op)); got != want[0] {
+			t.Errorf("runtime_operations_total{%s} = %v, want %v", op, got, want[0])
+		}
+		if got := testutil.ToFloat64(m.RuntimeOperationsErrors.WithLabelValues(op)); got != want[1] {
+			t.Errorf("runtime_operations_errors_total{%s} = %v, want %v", op, got, want[1])
+		}
+	}
+	var none *Metrics
+	if got := none.InstrumentRuntime(failingRuntime{}); got != (failingRuntime{}) {
+		t.Errorf("nil Metrics wrapped the runtime: %T", got)
+	}
+}
