@@ -82,6 +82,7 @@ func runServer(ctx context.Context) error {
 	if err := startControllers(ctx, api.KubeconfigPath); err != nil {
 		return err
 	}
+	notifySystemd(ctx, "server", apiServing(ctx, api.KubeconfigPath))
 	return api.Run(ctx)
 }
 

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// notifySystemd tells the service manager about component's lifecycle over $NOTIFY_SOCKET (sd_notify(3);
+// nothing happens when it is unset, i.e. not under a Type=notify unit): READY=1 once ready is closed,
+// STOPPING=1 once ctx ends. It returns at once; the messages are sent from its own goroutine.
+//
+// It takes the socket out of the environment first, so that nobody else speaks for the component:
+// k8s.io/apiserver's GenericAPIServer sends READY=1 as soon as it listens, before its post-start hooks
+// (namespaces, the kubernetes Service) are done and /readyz is ok, and children started later
+// (containerd) would announce their own readiness as ours.
+func notifySystemd(ctx context.Context, component string, ready <-chan struct{}) {
+	socket := os.Getenv("NOTIFY_SOCKET")
+	if socket == "" {
+		return
+	}
+	os.Unsetenv("NOTIFY_SOCKET")
+	send := func(state string) {
+		if err := sdNotify(socket, state); err != nil {
+			slog.Warn("sd_notify failed", "component", component, "state", state, "socket", socket, "err", err)
+			return
+		}
+		slog.Info("sd_notify sent", "component", component, "state", state)
+	}
+	go func() {
+		select {
+		case <-ready:
+			send("READY=1")
+		case <-ctx.Done():
+		}
+		<-ctx.Done()
+		send("STOPPING=1")
+	}()
+}
+
+// sdNotify sends one sd_notify datagram (newline-separated VAR=value assignments) to socket, a path or,
+// with a leading '@', a Linux abstract socket name (which Go's net package maps to the leading NUL).
+func sdNotify(socket, state string) error {
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: socket, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte(state + "\n"))
+	return err
+}
+
+// apiServing returns a channel closed once the API server of the admin kubeconfig answers GET /readyz
+// with "ok" (polled every 250 ms until ctx ends; the kubeconfig is written before the server serves).
+func apiServing(ctx context.Context, kubeconfig string) <-chan struct{} {
+	ready := make(chan struct{})
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if apiReadyz(ctx, kubeconfig) {
+				close(ready)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ready
+}
+
+func apiReadyz(ctx context.Context, kubeconfig string) bool {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return false
+	}
+	cfg.Timeout = 5 * time.Second
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err == nil && string(body) == "ok"
+}
