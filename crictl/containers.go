@@ -300,35 +300,9 @@ func (a *app) createCommand() *cobra.Command {
 	return cmd
 }
 
-// containerIDsCommand builds a command that resolves CONTAINER-ID prefixes and applies do to each.
-func (a *app) containerIDsCommand(use, short string, do func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error) *cobra.Command {
-	return &cobra.Command{
-		Use:   use + " CONTAINER-ID [CONTAINER-ID...]",
-		Short: short,
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			ids, err := resolveContainerIDs(c, rt, args)
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := do(c, rt, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
-}
-
 // startCommand starts created containers.
 func (a *app) startCommand() *cobra.Command {
-	return a.containerIDsCommand("start", "Start one or more created containers", func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
+	return a.idsCommand("start", "CONTAINER-ID", "Start one or more created containers", resolveContainerIDs, func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
 		if _, err := rt.StartContainer(c, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 			return fmt.Errorf("starting the container %q: %w", id, err)
 		}
@@ -368,9 +342,7 @@ func (a *app) stopCommand() *cobra.Command {
 					fmt.Fprintln(a.out, "No running containers found.")
 					return nil
 				}
-				for _, ctr := range ctrs {
-					ids = append(ids, ctr.GetId())
-				}
+				ids = idsOf(ctrs)
 			} else if ids, err = resolveContainerIDs(c, rt, args); err != nil {
 				return err
 			}
@@ -420,21 +392,13 @@ func (a *app) rmCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for _, ctr := range resp.GetContainers() {
-					ids = append(ids, ctr.GetId())
-				}
-				if len(ids) == 0 {
-					fmt.Fprintln(a.errOut, "No containers to remove")
-					return nil
-				}
+				ids = idsOf(resp.GetContainers())
 			} else if ids, err = resolveContainerIDs(c, rt, args); err != nil {
 				return err
 			}
-			var errs []error
-			for _, id := range ids {
-				errs = append(errs, a.removeContainer(c, rt, id, force, keepLogs))
-			}
-			return errors.Join(errs...)
+			return a.removeEach(ids, "No containers to remove", func(id string) error {
+				return a.removeContainer(c, rt, id, force, keepLogs)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "force removal of the container, disregarding if running")
@@ -489,27 +453,15 @@ func (a *app) inspectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			img, err := a.img()
+			if err != nil {
+				return err
+			}
 			c := ctx(cmd)
-			var ids []string
-			if len(args) > 0 {
-				if ids, err = resolveContainerIDs(c, rt, args); err != nil {
-					return err
-				}
-			} else {
-				img, err := a.img()
-				if err != nil {
-					return err
-				}
-				ctrs, err := listContainers(c, rt, img, &f)
-				if err != nil {
-					return fmt.Errorf("listing containers: %w", err)
-				}
-				if len(ctrs) == 0 {
-					return errors.New("no container IDs given and no container matches the filters")
-				}
-				for _, ctr := range ctrs {
-					ids = append(ids, ctr.GetId())
-				}
+			ids, err := idsOrFilter(c, rt, args, resolveContainerIDs, "container", "containers",
+				func() ([]*runtimeapi.Container, error) { return listContainers(c, rt, img, &f) })
+			if err != nil {
+				return err
 			}
 			var docs []statusDoc
 			for _, id := range ids {
@@ -572,7 +524,7 @@ func (a *app) printContainerStatus(r *runtimeapi.ContainerStatusResponse, verbos
 // updateCommand updates the Linux resources of running containers (UpdateContainerResources).
 func (a *app) updateCommand() *cobra.Command {
 	var r runtimeapi.LinuxContainerResources
-	cmd := a.containerIDsCommand("update", "Update one or more running containers", func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
+	cmd := a.idsCommand("update", "CONTAINER-ID", "Update one or more running containers", resolveContainerIDs, func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
 		if _, err := rt.UpdateContainerResources(c, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &r}); err != nil {
 			return fmt.Errorf("updating container resources for %q: %w", id, err)
 		}

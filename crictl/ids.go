@@ -2,9 +2,11 @@ package crictl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -152,4 +154,74 @@ func containerState(s runtimeapi.ContainerState) string {
 		return "Unknown"
 	}
 	return s.String()
+}
+
+// resolver turns ID prefixes into full IDs: resolvePodIDs or resolveContainerIDs.
+type resolver func(context.Context, runtimeapi.RuntimeServiceClient, []string) ([]string, error)
+
+// idsOf returns the IDs of listed sandboxes or containers, in their order.
+func idsOf[T interface{ GetId() string }](items []T) []string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.GetId()
+	}
+	return ids
+}
+
+// idsOrFilter resolves the ID prefixes args, or when none are given, returns the IDs of the objects list
+// selects (inspect, inspectp). kind ("pod", "container") and plural ("pod sandboxes", "containers") name
+// them in errors; selecting nothing is an error.
+func idsOrFilter[T interface{ GetId() string }](c context.Context, rt runtimeapi.RuntimeServiceClient, args []string, resolve resolver, kind, plural string, list func() ([]T, error)) ([]string, error) {
+	if len(args) > 0 {
+		return resolve(c, rt, args)
+	}
+	items, err := list()
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", plural, err)
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("no %s IDs given and no %s matches the filters", kind, kind)
+	}
+	return idsOf(items), nil
+}
+
+// idsCommand builds a command "use ARG [ARG...]" that resolves its ID prefixes and applies do to each in
+// turn, stopping at the first error (start, update, stopp).
+func (a *app) idsCommand(use, arg, short string, resolve resolver, do func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " " + arg + " [" + arg + "...]",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, err := a.rt()
+			if err != nil {
+				return err
+			}
+			c := ctx(cmd)
+			ids, err := resolve(c, rt, args)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if err := do(c, rt, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// removeEach applies remove to every ID and joins the errors (rm, rmp, rmi); with no IDs it prints none
+// on stderr.
+func (a *app) removeEach(ids []string, none string, remove func(id string) error) error {
+	if len(ids) == 0 {
+		fmt.Fprintln(a.errOut, none)
+		return nil
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, remove(id))
+	}
+	return errors.Join(errs...)
 }

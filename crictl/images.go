@@ -480,16 +480,8 @@ func (a *app) rmiCommand() *cobra.Command {
 					ids = append(ids, id)
 				}
 			}
-			if len(ids) == 0 {
-				fmt.Fprintln(a.errOut, "No images to remove")
-				return nil
-			}
 			sort.Strings(ids)
-			var errs []error
-			for _, id := range ids {
-				errs = append(errs, a.removeImage(c, img, id, prune))
-			}
-			return errors.Join(errs...)
+			return a.removeEach(ids, "No images to remove", func(id string) error { return a.removeImage(c, img, id, prune) })
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "remove all images")

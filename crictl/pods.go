@@ -210,7 +210,8 @@ func (a *app) inspectpCommand() *cobra.Command {
 				return err
 			}
 			c := ctx(cmd)
-			ids, err := a.podIDsOrFilter(c, rt, args, &f)
+			ids, err := idsOrFilter(c, rt, args, resolvePodIDs, "pod", "pod sandboxes",
+				func() ([]*runtimeapi.PodSandbox, error) { return listPods(c, rt, &f) })
 			if err != nil {
 				return err
 			}
@@ -233,25 +234,6 @@ func (a *app) inspectpCommand() *cobra.Command {
 	f.add(cmd, "pod")
 	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
 	return cmd
-}
-
-// podIDsOrFilter resolves ID prefixes, or when none are given, lists the pods the filters select.
-func (a *app) podIDsOrFilter(c context.Context, rt runtimeapi.RuntimeServiceClient, args []string, f *listFlags) ([]string, error) {
-	if len(args) > 0 {
-		return resolvePodIDs(c, rt, args)
-	}
-	pods, err := listPods(c, rt, f)
-	if err != nil {
-		return nil, fmt.Errorf("listing pod sandboxes: %w", err)
-	}
-	if len(pods) == 0 {
-		return nil, errors.New("no pod IDs given and no pod matches the filters")
-	}
-	ids := make([]string, len(pods))
-	for i, p := range pods {
-		ids[i] = p.GetId()
-	}
-	return ids, nil
 }
 
 func (a *app) printPodStatus(r *runtimeapi.PodSandboxStatusResponse, verbose bool) {
@@ -280,28 +262,7 @@ func (a *app) printPodStatus(r *runtimeapi.PodSandboxStatusResponse, verbose boo
 
 // stoppCommand stops pod sandboxes named by ID prefix.
 func (a *app) stoppCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stopp POD-ID [POD-ID...]",
-		Short: "Stop one or more running pods",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			ids, err := resolvePodIDs(c, rt, args)
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := a.stopPod(c, rt, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
+	return a.idsCommand("stopp", "POD-ID", "Stop one or more running pods", resolvePodIDs, a.stopPod)
 }
 
 func (a *app) stopPod(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
@@ -333,21 +294,11 @@ func (a *app) rmpCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for _, p := range pods {
-					ids = append(ids, p.GetId())
-				}
-				if len(ids) == 0 {
-					fmt.Fprintln(a.errOut, "No pods to remove")
-					return nil
-				}
+				ids = idsOf(pods)
 			} else if ids, err = resolvePodIDs(c, rt, args); err != nil {
 				return err
 			}
-			var errs []error
-			for _, id := range ids {
-				errs = append(errs, a.removePod(c, rt, id, force))
-			}
-			return errors.Join(errs...)
+			return a.removeEach(ids, "No pods to remove", func(id string) error { return a.removePod(c, rt, id, force) })
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "force removal of the pod sandbox, disregarding if running")

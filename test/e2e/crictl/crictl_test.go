@@ -619,31 +619,12 @@ func TestImagesRemoveAndLoad(t *testing.T) {
 	c.mustFail([]string{"rmi", images.DemoServerV2}, "no such image")
 	archive := filepath.Join(fw.ImagesDir(t), build.ArchiveName(images.DemoServerV2))
 	// With stderr on a terminal, load draws a progress bar there.
-	master, slave := openPTY(t)
-	term := &syncBuffer{}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := master.Read(b)
-			term.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var stdout bytes.Buffer
-	if err := crictl.Run(context.Background(), []string{"-r", c.ep, "load", archive}, strings.NewReader(""), &stdout, slave); err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	if out := stdout.String(); !strings.Contains(out, "Loaded image: "+images.DemoServerV2+" (sha256:") {
+	out, termShows := c.runStderrTTY("load", archive)
+	if !strings.Contains(out, "Loaded image: "+images.DemoServerV2+" (sha256:") {
 		t.Errorf("load printed %q", out)
 	}
-	barDone := regexp.MustCompile(`demo-server-v2\.tar \[=+\] 100% [0-9.]+MB/[0-9.]+MB`)
-	for end := time.Now().Add(5 * time.Second); !barDone.MatchString(term.String()) && time.Now().Before(end); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !barDone.MatchString(term.String()) {
-		t.Errorf("load drew no complete progress bar on the terminal: %q", term.String())
+	if ok, term := termShows(regexp.MustCompile(`demo-server-v2\.tar \[=+\] 100% [0-9.]+MB/[0-9.]+MB`)); !ok {
+		t.Errorf("load drew no complete progress bar on the terminal: %q", term)
 	}
 	if _, rows := tableRows(t, c.must("images", images.DemoServerV2)); len(rows) != 1 || rows[0][1] != "v2" {
 		t.Errorf("images after load: %v", rows)

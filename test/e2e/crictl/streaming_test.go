@@ -175,31 +175,12 @@ func TestStreamingAndMore(t *testing.T) {
 		}
 		ref := reg.Ref(images.DemoServerV2)
 		// With stderr on a terminal, pull shows its progress (elapsed time; CRI reports no bytes).
-		master, slave := openPTY(t)
-		term := &syncBuffer{}
-		go func() {
-			b := make([]byte, 4096)
-			for {
-				n, err := master.Read(b)
-				term.Write(b[:n])
-				if err != nil {
-					return
-				}
-			}
-		}()
-		var stdout bytes.Buffer
-		if err := crictl.Run(context.Background(), []string{"-r", c.ep, "pull", ref}, strings.NewReader(""), &stdout, slave); err != nil {
-			t.Fatalf("pull %s: %v", ref, err)
+		stdout, termShows := c.runStderrTTY("pull", ref)
+		if !regexp.MustCompile(`^Image is up to date for sha256:[0-9a-f]{64}\n$`).MatchString(stdout) {
+			t.Errorf("pull printed %q", stdout)
 		}
-		if !regexp.MustCompile(`^Image is up to date for sha256:[0-9a-f]{64}\n$`).MatchString(stdout.String()) {
-			t.Errorf("pull printed %q", stdout.String())
-		}
-		progress := regexp.MustCompile(`Pulling ` + regexp.QuoteMeta(ref) + ` … done in [0-9.]+s`)
-		for end := time.Now().Add(5 * time.Second); !progress.MatchString(term.String()) && time.Now().Before(end); {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !progress.MatchString(term.String()) {
-			t.Errorf("pull showed no progress on the terminal: %q", term.String())
+		if ok, term := termShows(regexp.MustCompile(`Pulling ` + regexp.QuoteMeta(ref) + ` … done in [0-9.]+s`)); !ok {
+			t.Errorf("pull showed no progress on the terminal: %q", term)
 		}
 		if got := c.must("images", "-q", ref); !strings.HasPrefix(got, "sha256:") {
 			t.Errorf("pulled image not listed: %q", got)

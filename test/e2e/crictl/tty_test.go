@@ -1,10 +1,12 @@
 package crictl_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +40,36 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	}
 	t.Cleanup(func() { s.Close(); m.Close() })
 	return m, s
+}
+
+// runStderrTTY runs crictl args with an empty stdin and stderr on a pseudo-terminal (where pull and load
+// draw their progress), failing the test if the command fails. It returns stdout, and termShows, which
+// waits up to 5s for the terminal's text to match re and reports whether it did with that text.
+func (c cli) runStderrTTY(args ...string) (stdout string, termShows func(re *regexp.Regexp) (bool, string)) {
+	c.t.Helper()
+	master, slave := openPTY(c.t)
+	term := &syncBuffer{}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			term.Write(b[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var out bytes.Buffer
+	if err := crictl.Run(context.Background(), append([]string{"-r", c.ep}, args...), strings.NewReader(""), &out, slave); err != nil {
+		c.t.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), func(re *regexp.Regexp) (bool, string) {
+		for end := time.Now().Add(5 * time.Second); !re.MatchString(term.String()) && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		text := term.String()
+		return re.MatchString(text), text
+	}
 }
 
 // TestExecTTY runs `exec -it CONTAINER sh` on a pseudo-terminal: crictl puts the terminal in raw mode,
