@@ -1,0 +1,176 @@
+package up
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
+)
+
+// labStep is one ```sh block of a docs/labs file and the ```expect block after it (if any): each expect
+// line is a regular expression that must match a line of the block's output, in order.
+type labStep struct {
+	line   int // of the ```sh fence, for messages
+	script string
+	expect []*regexp.Regexp
+}
+
+// parseLab reads the fenced ```sh and ```expect blocks of one lab. An expect block belongs to the sh
+// block before it; an expect block with no sh block before it, or an unterminated fence, is an error.
+func parseLab(path string) ([]labStep, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var steps []labStep
+	var kind string
+	var body []string
+	start := 0
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case kind == "" && (line == "```sh" || line == "```expect"):
+			kind, body, start = strings.TrimPrefix(line, "```"), nil, n
+		case kind != "" && line == "```":
+			if kind == "sh" {
+				steps = append(steps, labStep{line: start, script: strings.Join(body, "\n") + "\n"})
+			} else {
+				if len(steps) == 0 || steps[len(steps)-1].expect != nil {
+					return nil, fmt.Errorf("%s:%d: expect block without a sh block before it", path, start)
+				}
+				for _, l := range body {
+					if strings.TrimSpace(l) == "" {
+						continue
+					}
+					re, err := regexp.Compile(l)
+					if err != nil {
+						return nil, fmt.Errorf("%s:%d: expect line %q: %w", path, start, l, err)
+					}
+					steps[len(steps)-1].expect = append(steps[len(steps)-1].expect, re)
+				}
+			}
+			kind = ""
+		case kind != "":
+			body = append(body, line)
+		}
+	}
+	if kind != "" {
+		return nil, fmt.Errorf("%s:%d: unterminated ```%s block", path, start, kind)
+	}
+	return steps, sc.Err()
+}
+
+// matchInOrder returns the first expectation that no line of out matches after the previous match.
+func matchInOrder(out string, expect []*regexp.Regexp) *regexp.Regexp {
+	lines := strings.Split(out, "\n")
+	i := 0
+	for _, re := range expect {
+		for i < len(lines) && !re.MatchString(lines[i]) {
+			i++
+		}
+		if i == len(lines) {
+			return re
+		}
+		i++
+	}
+	return nil
+}
+
+func TestParseLab(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lab.md")
+	os.WriteFile(p, []byte("# x\n```sh\necho a\necho b\n```\n\n```expect\n^a$\n^b$\n```\n```sh\ntrue\n```\n"), 0o644)
+	steps, err := parseLab(p)
+	if err != nil || len(steps) != 2 || steps[0].script != "echo a\necho b\n" || len(steps[0].expect) != 2 || steps[1].expect != nil {
+		t.Fatalf("parseLab = %+v, %v", steps, err)
+	}
+	if re := matchInOrder("a\nb\n", steps[0].expect); re != nil {
+		t.Errorf("a, b: %v unmatched", re)
+	}
+	if re := matchInOrder("b\na\n", steps[0].expect); re == nil || re.String() != "^b$" {
+		t.Errorf("b, a: want ^b$ unmatched (order), got %v", re)
+	}
+	os.WriteFile(p, []byte("```expect\nx\n```\n"), 0o644)
+	if _, err := parseLab(p); err == nil || !strings.Contains(err.Error(), "without a sh block") {
+		t.Errorf("lone expect block: err = %v", err)
+	}
+	os.WriteFile(p, []byte("```sh\nx\n"), 0o644)
+	if _, err := parseLab(p); err == nil || !strings.Contains(err.Error(), "unterminated") {
+		t.Errorf("open fence: err = %v", err)
+	}
+}
+
+// TestLabs brings up one cluster with `nodekit up` and runs every docs/labs/*.md in name order: each sh
+// block in bash -e with the environment the labs' README sets up (DATA_DIR, KUBECONFIG,
+// ETCDCTL_ENDPOINTS, LAB_TMP, nodekit first in PATH), its output matched against the expect block.
+func TestLabs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("nodekit up needs root (containerd, netns, iptables)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	labs, err := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "labs", "[0-9]*.md"))
+	if err != nil || len(labs) == 0 {
+		t.Fatalf("no labs in docs/labs: %v", err)
+	}
+	parsed := map[string][]labStep{}
+	for _, l := range labs {
+		if parsed[l], err = parseLab(l); err != nil {
+			t.Fatal(err)
+		}
+		if len(parsed[l]) == 0 {
+			t.Fatalf("%s has no sh block", l)
+		}
+		for _, s := range parsed[l] {
+			if len(s.expect) == 0 {
+				t.Fatalf("%s:%d: sh block with no expect block: a lab step must say what to expect", l, s.line)
+			}
+		}
+	}
+	for _, tool := range []string{"kubectl", "etcdctl", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the labs need %s: %v", tool, err)
+		}
+	}
+
+	bin := binaries(t)
+	e := newEnv(t, bin, ctrfw.ImagesDir(t))
+	e.startUp(t)
+	client := e.client(t)
+	e.waitDemoReady(t, client, 3, nil)
+	env := append(os.Environ(), "DATA_DIR="+e.dataDir, "KUBECONFIG="+filepath.Join(e.dataDir, "admin.kubeconfig"),
+		"ETCDCTL_API=3", "ETCDCTL_ENDPOINTS=http://"+e.etcdAddr, "LAB_TMP="+t.TempDir(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	for _, l := range labs {
+		name := filepath.Base(l)
+		t.Run(strings.TrimSuffix(name, ".md"), func(t *testing.T) {
+			for _, s := range parsed[l] {
+				start := time.Now()
+				cmd := exec.Command("bash", "-e", "-c", s.script)
+				cmd.Env = env
+				// Its own process group, so that a step over its bound is ended with all it started.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.WaitDelay = 5 * time.Second
+				timer := time.AfterFunc(3*time.Minute, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+				out, err := cmd.CombinedOutput()
+				timer.Stop()
+				t.Logf("%s:%d (%s):\n%s", name, s.line, time.Since(start).Round(100*time.Millisecond), out)
+				if err != nil {
+					t.Fatalf("%s:%d: %v\nscript:\n%s", name, s.line, err, s.script)
+				}
+				if re := matchInOrder(string(out), s.expect); re != nil {
+					t.Fatalf("%s:%d: no output line matches %q (in order)\noutput:\n%s", name, s.line, re, out)
+				}
+			}
+		})
+	}
+}
