@@ -11,20 +11,25 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// notifySystemd tells the service manager about component's lifecycle over $NOTIFY_SOCKET (sd_notify(3);
-// nothing happens when it is unset, i.e. not under a Type=notify unit): READY=1 once ready is closed,
-// STOPPING=1 once ctx ends. It returns at once; the messages are sent from its own goroutine.
-//
-// It takes the socket out of the environment first, so that nobody else speaks for the component:
+// notifySocket is $NOTIFY_SOCKET as this process started with it (sd_notify(3)); the variable is taken
+// out of the environment before any command runs, so that nobody else speaks for the component:
 // k8s.io/apiserver's GenericAPIServer sends READY=1 as soon as it listens, before its post-start hooks
-// (namespaces, the kubernetes Service) are done and /readyz is ok, and children started later
-// (containerd) would announce their own readiness as ours.
+// (namespaces, the kubernetes Service) are done and /readyz is ok, and children (the agent's managed
+// containerd, `nodekit up`'s components) would announce their own readiness as ours.
+var notifySocket = func() string {
+	s := os.Getenv("NOTIFY_SOCKET")
+	os.Unsetenv("NOTIFY_SOCKET")
+	return s
+}()
+
+// notifySystemd tells the service manager about component's lifecycle over notifySocket (nothing
+// happens when it is unset, i.e. not under a Type=notify unit): READY=1 once ready is closed,
+// STOPPING=1 once ctx ends. It returns at once; the messages are sent from its own goroutine.
 func notifySystemd(ctx context.Context, component string, ready <-chan struct{}) {
-	socket := os.Getenv("NOTIFY_SOCKET")
+	socket := notifySocket
 	if socket == "" {
 		return
 	}
-	os.Unsetenv("NOTIFY_SOCKET")
 	send := func(state string) {
 		if err := sdNotify(socket, state); err != nil {
 			slog.Warn("sd_notify failed", "component", component, "state", state, "socket", socket, "err", err)

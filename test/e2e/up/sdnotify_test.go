@@ -49,6 +49,7 @@ func TestServerNotifiesSystemd(t *testing.T) {
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	stderr := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +65,7 @@ func TestServerNotifiesSystemd(t *testing.T) {
 		}
 	})
 
+	var got []string
 	expect := func(want string, timeout time.Duration) {
 		t.Helper()
 		deadline := time.After(timeout)
@@ -74,6 +76,7 @@ func TestServerNotifiesSystemd(t *testing.T) {
 					t.Fatalf("notify socket closed before %q", want)
 				}
 				t.Logf("sd_notify message: %q", m)
+				got = append(got, m)
 				if strings.Contains(m, want) {
 					return
 				}
@@ -101,5 +104,17 @@ func TestServerNotifiesSystemd(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("nodekit server still runs 2m after SIGTERM\n%s", tail(stderr.String(), 40))
+	}
+	// Exactly one READY=1 then STOPPING=1: nothing (GenericAPIServer, a child) announced readiness early.
+	for drained := false; !drained; {
+		select {
+		case m := <-msgs:
+			got = append(got, m)
+		case <-time.After(time.Second):
+			drained = true
+		}
+	}
+	if strings.Join(got, "") != "READY=1\nSTOPPING=1\n" {
+		t.Errorf("sd_notify messages %q, want exactly [READY=1 STOPPING=1]", got)
 	}
 }
