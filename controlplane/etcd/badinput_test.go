@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestRestoreBadSnapshots: restoring from a missing file, an empty file, a directory, garbage, or a
-// truncated snapshot fails with an error naming the problem (no panic) and leaves no data dir behind.
+// TestRestoreBadSnapshots: restoring from a missing file, an empty file, a directory, garbage, a
+// truncated or a corrupted snapshot fails with an error naming the problem (no panic) and leaves no data dir behind.
 func TestRestoreBadSnapshots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -48,7 +48,8 @@ func TestRestoreBadSnapshots(t *testing.T) {
 		"empty":     write("empty.db", nil),
 		"directory": t.TempDir(),
 		"garbage":   write("garbage.db", []byte(strings.Repeat("not a bolt file ", 2000))),
-		"truncated": write("truncated.db", good[:len(good)/3]),
+		"truncated": write("truncated.db", good[:len(good)-1000]),
+		"corrupted": write("corrupted.db", flipByte(good, len(good)/2)),
 		"zeroed":    write("zeroed.db", make([]byte, len(good))),
 	}
 	// A good snapshot whose restore fails part-way (the context ends) leaves no data dir either.
@@ -77,7 +78,7 @@ func TestRestoreBadSnapshots(t *testing.T) {
 				t.Errorf("%s: error spans lines: %q", name, err)
 			}
 			want := map[string]string{"missing": "no such file", "empty": "is empty", "directory": "is a directory",
-				"garbage": "invalid database", "zeroed": "invalid database", "truncated": "too small"}[name]
+				"garbage": "truncated or foreign", "zeroed": "integrity check", "truncated": "truncated or foreign", "corrupted": "integrity check"}[name]
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: error %q does not say %q", name, err, want)
 			}
@@ -86,4 +87,11 @@ func TestRestoreBadSnapshots(t *testing.T) {
 			t.Errorf("%s: failed restore left data dir %s", name, target)
 		}
 	}
+}
+
+// flipByte returns a copy of b with the byte at i inverted.
+func flipByte(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 0xff
+	return c
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,9 @@ func liveKeys(path string) ([]*mvccpb.KeyValue, error) {
 	case fi.Size() == 0: // bbolt would try to initialise it as a new database
 		return nil, fmt.Errorf("%s is empty, not an etcd snapshot", path)
 	}
+	if err := verifyChecksum(path, fi.Size()); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", filepath.Base(path), err)
@@ -156,4 +160,35 @@ func liveKeys(path string) ([]*mvccpb.KeyValue, error) {
 	}
 	slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// verifyChecksum checks a snapshot file's integrity the way etcdutl does: etcd's Snapshot API streams the
+// bbolt file (a whole number of 512-byte sectors) followed by the sha256 of what precedes it. A file
+// that is sector-aligned carries no checksum (a copied member db) and is left to bbolt's own checks;
+// any other size means a truncated or foreign file, and a wrong sum a corrupted one.
+func verifyChecksum(path string, size int64) error {
+	switch size % 512 {
+	case 0:
+		return nil
+	case sha256.Size:
+	default:
+		return fmt.Errorf("%s is not an etcd snapshot (size %d is not a bbolt file plus its sha256): truncated or foreign", filepath.Base(path), size)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, size-sha256.Size); err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	want := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, want); err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return fmt.Errorf("%s failed its sha256 integrity check: the snapshot is corrupted", filepath.Base(path))
+	}
+	return nil
 }
