@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -99,7 +100,13 @@ func (l *Loop) processNext(ctx context.Context) bool {
 	defer l.queue.Done(key)
 	if err := l.reconcile(ctx, key); err != nil {
 		if ctx.Err() == nil {
-			l.log.Warn("reconcile failed, will retry", "key", key, "retries", l.queue.NumRequeues(key), "err", err)
+			// A conflict only means the informer's copy was stale: routine under optimistic
+			// concurrency, so it is logged at debug; anything else is a warning.
+			level := slog.LevelWarn
+			if apierrors.IsConflict(err) {
+				level = slog.LevelDebug
+			}
+			l.log.Log(ctx, level, "reconcile failed, will retry", "key", key, "retries", l.queue.NumRequeues(key), "err", err)
 			l.queue.AddRateLimited(key)
 		}
 		return true
