@@ -44,6 +44,7 @@ import (
 type agentFlags struct {
 	server, kubeconfig, nodeName, nodeIP, nodeLabels, rootDir string
 	cniBinDir, cniConfDir, clusterCIDR, imagesDir             string
+	join                                                      joinFlags
 	kubelet                                                   *kubeletconfig.Flags
 }
 
@@ -70,6 +71,7 @@ func init() {
 	fs.StringVar(&f.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&f.imagesDir, "images-dir", "", "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")
+	f.join.addFlags(fs)
 	f.kubelet = kubeletconfig.AddFlags(fs)
 	root.AddCommand(cmd)
 }
@@ -102,6 +104,9 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		rootDir = filepath.Join(globals.dataDir, "kubelet")
 	}
 	if err := os.MkdirAll(rootDir, 0o750); err != nil {
+		return err
+	}
+	if err := f.join.run(ctx, f.server, f.kubeconfig, nodeName); err != nil {
 		return err
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags(f.server, f.kubeconfig)
