@@ -27,8 +27,10 @@ type LabConfig struct {
 	// DataDir holds the server's data (DataDir/server), each node's (DataDir/nodes/<name>) and the
 	// logs. Required.
 	DataDir string
-	// Nodes is the number of agent nodes (1..20).
-	Nodes int
+	// Nodes is the number of agent nodes; JoinNodes the number of nodes made without an agent, to be
+	// joined by hand like a real machine (hack/install.sh agent --token inside `nodekit lab exec`).
+	// Together 1..20; join nodes come after the agent nodes.
+	Nodes, JoinNodes int
 	// Prefix names the lab's host objects: the bridge <Prefix>0, the namespaces <Prefix>-<node>, the
 	// host veths <Prefix>-<node>; node names are <Prefix>-n<i>. Default "nklab"; at most 8 bytes.
 	Prefix string
@@ -60,6 +62,11 @@ type LabNode struct {
 	IP      string `json:"ip"`
 	HostIf  string `json:"hostIf"`
 	DataDir string `json:"dataDir"`
+	// Join marks a node made without an agent (LabConfig.JoinNodes); JoinArgs are the agent flags it
+	// needs in the lab beyond what hack/install.sh writes: its own CNI config and pod log dirs (which
+	// `lab down` cleans), the lab's images and pod network, the kubelet server on its lab address.
+	Join     bool     `json:"join,omitempty"`
+	JoinArgs []string `json:"joinArgs,omitempty"`
 }
 
 // LabState is recorded in <DataDir>/lab.json for `lab exec` and `lab down`.
@@ -89,8 +96,8 @@ func (c *LabConfig) complete() error {
 	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
 		return err
 	}
-	if c.Nodes < 1 || c.Nodes > 20 {
-		return fmt.Errorf("lab: Nodes %d: want 1..20", c.Nodes)
+	if c.Nodes < 0 || c.JoinNodes < 0 || c.Nodes+c.JoinNodes < 1 || c.Nodes+c.JoinNodes > 20 {
+		return fmt.Errorf("lab: Nodes %d + JoinNodes %d: want 1..20 nodes", c.Nodes, c.JoinNodes)
 	}
 	if c.Prefix == "" {
 		c.Prefix = "nklab"
@@ -155,10 +162,15 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	}
 	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "server", "admin.kubeconfig")}, lcfg: lc}
 	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
-	for i := 1; i <= lc.Nodes; i++ {
+	for i := 1; i <= lc.Nodes+lc.JoinNodes; i++ {
 		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
-		l.state.Nodes = append(l.state.Nodes, LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name,
-			DataDir: filepath.Join(cfg.DataDir, "nodes", name)})
+		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(cfg.DataDir, "nodes", name)}
+		if i > lc.Nodes {
+			n.Join = true
+			n.JoinArgs = []string{"--cni-conf-dir", filepath.Join(n.DataDir, "net.d"), "--pod-logs-dir", filepath.Join(n.DataDir, "pods"),
+				"--images-dir", cfg.ImagesDir, "--cluster-cidr", cfg.ClusterCIDR, "--address", n.IP}
+		}
+		l.state.Nodes = append(l.state.Nodes, n)
 	}
 	if err := l.saveState(); err != nil {
 		return nil, err
@@ -189,15 +201,22 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		env = append(env, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	for _, n := range l.state.Nodes {
-		kubeconfig, err := l.nodeKubeconfig(serverDir, n.Name, n.DataDir)
-		if err != nil {
-			return nil, err
-		}
 		netd, pods := filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
-		// down, run inside the node's namespace, finds the node's runtime and CNI config from this.
+		// down, run inside the node's namespace, finds the node's runtime and CNI config from this; an
+		// agent joined by hand uses the same dirs (JoinArgs).
 		st := State{NodeName: n.Name, CNIConfDir: netd, PodLogsDir: pods, Containerd: cfg.Containerd, Executable: cfg.Executable}
 		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.MkdirAll(n.DataDir, 0o750); err != nil {
+			return nil, err
+		}
 		if err := os.WriteFile(statePath(n.DataDir), b, 0o644); err != nil {
+			return nil, err
+		}
+		if n.Join {
+			continue
+		}
+		kubeconfig, err := l.nodeKubeconfig(serverDir, n.Name, n.DataDir)
+		if err != nil {
 			return nil, err
 		}
 		if err := l.start(spec{name: n.Name + "-agent", command: "agent", dataDir: n.DataDir, netns: n.Netns, env: env, args: []string{
@@ -211,6 +230,9 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		}
 	}
 	for _, n := range l.state.Nodes {
+		if n.Join {
+			continue
+		}
 		log.Info("waiting for the node to be Ready", "node", n.Name)
 		if err := l.waitReady(ctx, n.Name); err != nil {
 			return nil, err
@@ -277,9 +299,6 @@ func (l *Lab) nodeKubeconfig(serverDir, node, nodeDir string) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(nodeDir, "kubelet.kubeconfig")
-	if err := os.MkdirAll(nodeDir, 0o750); err != nil {
-		return "", err
-	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -332,7 +351,16 @@ func (l *Lab) printSummary(ctx context.Context) {
 	fmt.Fprintf(w, "\nnodekit lab is up: %d nodes on bridge %s, data in %s\n\n", len(l.state.Nodes), l.state.Bridge, l.cfg.DataDir)
 	fmt.Fprintf(w, "  kubectl  export KUBECONFIG=%s; kubectl get nodes -o wide\n", l.AdminKubeconfig)
 	fmt.Fprintf(w, "  exec     nodekit lab --data-dir %s exec %s -- ip addr\n", l.cfg.DataDir, l.state.Nodes[0].Name)
-	fmt.Fprintf(w, "  down     nodekit lab --data-dir %s down\n\n", l.cfg.DataDir)
+	fmt.Fprintf(w, "  down     nodekit lab --data-dir %s down\n", l.cfg.DataDir)
+	for _, n := range l.state.Nodes {
+		if n.Join {
+			fmt.Fprintf(w, "  join     nodekit token create --kubeconfig %s; nodekit lab --data-dir %s exec %s -- env NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
+				"             hack/install.sh agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
+				l.AdminKubeconfig, l.cfg.DataDir, n.Name, n.DataDir, filepath.Dir(l.cfg.Executable), l.rest.Host, n.Name, n.IP,
+				strings.Join(n.JoinArgs, " "))
+		}
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATUS\tINTERNAL-IP\tPOD-CIDR\tNETNS")
 	for _, n := range l.state.Nodes {
@@ -340,7 +368,11 @@ func (l *Lab) printSummary(ctx context.Context) {
 		if err != nil {
 			node = &v1.Node{}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, nodeStatus(node), n.IP, node.Spec.PodCIDR, n.Netns)
+		status := nodeStatus(node)
+		if n.Join && node.Name == "" {
+			status = "(no agent: join it)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, status, n.IP, node.Spec.PodCIDR, n.Netns)
 	}
 	tw.Flush()
 }

@@ -2,8 +2,13 @@
 # Installs nodekit on a Debian/Ubuntu host as systemd services, as a server or as an agent joining one.
 #
 #   install.sh server [--advertise-address IP] [--node-name NAME] [-- EXTRA SERVER FLAGS]
-#   install.sh agent  --server https://HOST:6443 (--token TOKEN | --kubeconfig FILE)
+#   install.sh agent  --server https://HOST:6443 (--token TOKEN --ca-hash sha256:HEX | --kubeconfig FILE)
 #                     [--node-name NAME] [--node-ip IP] [-- EXTRA AGENT FLAGS]
+#
+# An agent joins with a bootstrap token and the CA hash that 'nodekit token create' prints on the server:
+# on its first start it pins the server's CA by that hash, requests its client certificate with the token
+# and writes $NODEKIT_DATA_DIR/kubelet.kubeconfig (kept across restarts). The token and hash go to
+# /etc/nodekit/agent.env (mode 0600) as NODEKIT_TOKEN and NODEKIT_CA_HASH, never onto a command line.
 #
 # What it does: installs the host packages (containerd, runc, iptables, conntrack, ...), copies the
 # nodekit and nodekit-cni binaries to $PREFIX/bin, writes /etc/nodekit/<role>.env, installs the units of
@@ -33,7 +38,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,/^set -/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -46,12 +51,13 @@ server | agent) ;;
 *) die "unknown role '$role': use server or agent" ;;
 esac
 
-server_url='' token='' kubeconfig='' node_name='' node_ip='' advertise=''
+server_url='' token='' ca_hash='' kubeconfig='' node_name='' node_ip='' advertise=''
 extra=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--server) server_url=${2:?--server needs a URL}; shift 2 ;;
 	--token) token=${2:?--token needs a value}; shift 2 ;;
+	--ca-hash) ca_hash=${2:?--ca-hash needs sha256:HEX}; shift 2 ;;
 	--kubeconfig) kubeconfig=${2:?--kubeconfig needs a file}; shift 2 ;;
 	--node-name) node_name=${2:?--node-name needs a name}; shift 2 ;;
 	--node-ip) node_ip=${2:?--node-ip needs an address}; shift 2 ;;
@@ -83,13 +89,16 @@ if [ "$role" = agent ]; then
 		die "agent: give --token or --kubeconfig, not both"
 	elif [ -n "$token" ]; then
 		# Token join: the agent presents the server-issued token and receives its node client certificate.
-		"$bin_dir/nodekit" agent --help 2>&1 | grep -q -- '--token' ||
-			die "agent: this nodekit's agent has no --token join yet; use --kubeconfig FILE (a node kubeconfig)"
+		[[ $token =~ ^[a-z0-9]{6}\.[a-z0-9]{16}$ ]] ||
+			die "agent: --token is not a bootstrap token (<6 chars>.<16 chars> of [a-z0-9], as 'nodekit token create' prints)"
+		[ -n "$ca_hash" ] || die "agent: --ca-hash sha256:HEX is required with --token ('nodekit token create' prints it)"
+		[[ $ca_hash =~ ^sha256:[0-9a-fA-F]{64}$ ]] || die "agent: --ca-hash '$ca_hash' is not sha256: and 64 hex digits"
 	elif [ -n "$kubeconfig" ]; then
 		[ -r "$kubeconfig" ] || die "agent: --kubeconfig $kubeconfig is not readable"
 	else
 		die "agent: --token TOKEN or --kubeconfig FILE is required to join the server"
 	fi
+	[ -z "$ca_hash" ] || [ -n "$token" ] || die "agent: --ca-hash goes with --token"
 fi
 
 if [ -z "${NODEKIT_SKIP_DEPS:-}" ]; then
@@ -138,20 +147,24 @@ if [ "$role" = server ]; then
 	agent_args=(--kubeconfig "$agent_kubeconfig" "${node_args[@]}")
 	units=(nodekit-server.service "${units[@]}")
 else
-	agent_kubeconfig=/etc/nodekit/agent.kubeconfig
-	agent_args=(--server "$server_url" --kubeconfig "$agent_kubeconfig" "${node_args[@]}")
 	if [ -n "$token" ]; then
-		agent_args+=(--token "$token")
+		# Written by the agent's first start (the join), in its data dir.
+		agent_kubeconfig=$data_dir/kubelet.kubeconfig
 	else
+		agent_kubeconfig=/etc/nodekit/agent.kubeconfig
 		install -m 0600 "$kubeconfig" "$etc_dir/agent.kubeconfig"
 	fi
-	agent_args+=("${extra[@]}")
+	agent_args=(--server "$server_url" --kubeconfig "$agent_kubeconfig" "${node_args[@]}" "${extra[@]}")
 fi
 umask 077
 {
 	echo "# nodekit agent and proxy settings (hack/install.sh)"
 	echo "NODEKIT_DATA_DIR=$data_dir"
 	echo "NODEKIT_AGENT_ARGS=$(quote "${agent_args[@]}")"
+	if [ -n "$token" ]; then
+		echo "NODEKIT_TOKEN=$token"
+		echo "NODEKIT_CA_HASH=$ca_hash"
+	fi
 	echo "NODEKIT_PROXY_ARGS=$(quote --kubeconfig "$agent_kubeconfig" "${proxy_node[@]}")"
 } >"$etc_dir/agent.env"
 umask 022

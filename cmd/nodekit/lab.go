@@ -60,6 +60,7 @@ func init() {
 	}
 	f := up.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of agent nodes")
+	f.IntVar(&cfg.JoinNodes, "join-nodes", 0, "number of extra nodes made without an agent, to join like real machines (hack/install.sh agent --token inside 'lab exec'; the summary prints how)")
 	f.StringVar(&cfg.Prefix, "prefix", "nklab", "prefix of the lab's bridge, namespaces, interfaces and node names")
 	f.StringVar(&cfg.Subnet, "subnet", "172.30.0.0/24", "lab bridge /24: the server is .1, node i is .(10+i)")
 	f.IntVar(&cfg.APIPort, "secure-port", 6443, "API server HTTPS port (on the lab bridge address)")
