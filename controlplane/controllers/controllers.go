@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector and ServiceAccount
-// controllers, each a small package of its own on one shared client-go informer factory, talking to
+// ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// CSR approving and signing and bootstrap token cleaner controllers, each a small package of its own on one shared client-go informer factory, talking to
 // the API server only (kube-controller-manager's shape, much smaller).
 package controllers
 
@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
+	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
@@ -35,10 +37,14 @@ const (
 	Namespace        = "namespace"
 	GarbageCollector = "garbagecollector"
 	ServiceAccount   = "serviceaccount"
+	CSRApproving     = "csrapproving"
+	CSRSigning       = "csrsigning"
+	TokenCleaner     = "tokencleaner"
 )
 
 // All lists every controller name.
-var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount}
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
+	CSRApproving, CSRSigning, TokenCleaner}
 
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
@@ -56,6 +62,12 @@ type Options struct {
 	Workers int
 	// ResyncPeriod of the shared informers (default 0: no periodic resync).
 	ResyncPeriod time.Duration
+	// ClusterSigner is the cluster CA that csrsigning signs node certificates with (kube-controller-
+	// manager's --cluster-signing-cert-file/--cluster-signing-key-file). When nil, csrsigning is not
+	// started and says so in the log.
+	ClusterSigner certificates.Authority
+	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
+	ClusterSigningDuration time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -127,6 +139,16 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = garbagecollector.New(client, factory, log)
 		case ServiceAccount:
 			r, err = serviceaccount.New(client, factory, log)
+		case CSRApproving:
+			r, err = certificates.NewApprover(client, factory, log)
+		case CSRSigning:
+			if opts.ClusterSigner == nil {
+				log.Warn("controller not started: no cluster signing CA configured", "controller", CSRSigning)
+				continue
+			}
+			r, err = certificates.NewSigner(client, factory, opts.ClusterSigner, opts.ClusterSigningDuration, log)
+		case TokenCleaner:
+			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

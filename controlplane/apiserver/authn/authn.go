@@ -1,7 +1,10 @@
 // Package authn builds the API server's request authenticator: x509 client certificates signed by the
-// cluster CA (user = CN, groups = O, as Kubernetes defines for client certs) and, optionally, a static
-// token file (kube-apiserver's --token-auth-file CSV: token,user,uid[,"group1,group2"]). Authenticated
-// users also get the system:authenticated group. A request no authenticator accepts is 401.
+// cluster CA (user = CN, groups = O, as Kubernetes defines for client certs), optionally a static
+// token file (kube-apiserver's --token-auth-file CSV: token,user,uid[,"group1,group2"]), bearer tokens of
+// other authenticators (service account tokens, bootstrap tokens). Authenticated users also get the
+// system:authenticated group. A request carrying credentials that no authenticator accepts is 401; a
+// request carrying none is the anonymous user (system:anonymous, group system:unauthenticated), as
+// kube-apiserver's --anonymous-auth=true, and the authorizer decides what it may do.
 package authn
 
 import (
@@ -10,6 +13,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
@@ -17,7 +21,8 @@ import (
 )
 
 // New returns the authenticator for client certificates verified against clientCA, the bearer tokens in
-// tokenFile (when not ""), and bearer tokens any of tokens accepts (service account tokens).
+// tokenFile (when not ""), bearer tokens any of tokens accepts (service account and bootstrap tokens),
+// and anonymous requests.
 func New(clientCA *x509.CertPool, tokenFile string, tokens ...authenticator.Token) (authenticator.Request, error) {
 	opts := x509.VerifyOptions{Roots: clientCA, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	auths := []authenticator.Request{x509request.New(opts, x509request.CommonNameUserConversion)}
@@ -31,5 +36,7 @@ func New(clientCA *x509.CertPool, tokenFile string, tokens ...authenticator.Toke
 	for _, t := range tokens {
 		auths = append(auths, bearertoken.New(t))
 	}
-	return group.NewAuthenticatedGroupAdder(union.New(auths...)), nil
+	// As kube-apiserver: credentials that fail (an unknown bearer token, an untrusted certificate) are
+	// 401 and never fall through to anonymous; only a request with no credentials is anonymous.
+	return union.NewFailOnError(group.NewAuthenticatedGroupAdder(union.New(auths...)), anonymous.NewAuthenticator(nil)), nil
 }

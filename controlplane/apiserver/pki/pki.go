@@ -138,15 +138,11 @@ func (ca *CA) Issue(spec Spec) (KeyPair, error) {
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("pki: generate key: %w", err)
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: spec.CommonName, Organization: spec.Organization},
-		NotBefore:    now.Add(-clockSkewAllowed),
-		NotAfter:     now.Add(leafValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		DNSNames:     spec.DNSNames,
-		IPAddresses:  spec.IPs,
+		Subject:     pkix.Name{CommonName: spec.CommonName, Organization: spec.Organization},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		DNSNames:    spec.DNSNames,
+		IPAddresses: spec.IPs,
 	}
 	if spec.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -154,11 +150,48 @@ func (ca *CA) Issue(spec Spec) (KeyPair, error) {
 	if spec.Client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	certPEM, err := ca.sign(tmpl, key.Public(), leafValidity)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("pki: sign %s: %w", spec.CommonName, err)
+		return KeyPair{}, err
 	}
-	return KeyPair{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: keyPEM(key)}, nil
+	return KeyPair{CertPEM: certPEM, KeyPEM: keyPEM(key)}, nil
+}
+
+// SignRequest issues a certificate (PEM) for a certificate signing request whose signature the caller
+// has verified: the request's subject, DNS/IP/URI/e-mail SANs and public key, the key usages usage and
+// ext, valid from an hour ago (clock skew) for ttl, never past the CA's own expiry. This is the signing
+// step of a Kubernetes CSR signer (certificates.k8s.io); which requests to sign is the caller's policy.
+func (ca *CA) SignRequest(req *x509.CertificateRequest, usage x509.KeyUsage, ext []x509.ExtKeyUsage, ttl time.Duration) ([]byte, error) {
+	if ttl <= 0 {
+		return nil, errors.New("pki: ttl must be positive")
+	}
+	tmpl := &x509.Certificate{
+		Subject:        req.Subject,
+		KeyUsage:       usage,
+		ExtKeyUsage:    ext,
+		DNSNames:       req.DNSNames,
+		IPAddresses:    req.IPAddresses,
+		URIs:           req.URIs,
+		EmailAddresses: req.EmailAddresses,
+	}
+	return ca.sign(tmpl, req.PublicKey, ttl)
+}
+
+// sign completes tmpl (serial, validity, no CA rights) and signs pub with the CA key.
+func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey, ttl time.Duration) ([]byte, error) {
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-clockSkewAllowed)
+	tmpl.NotAfter = now.Add(ttl)
+	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
+		tmpl.NotAfter = ca.Cert.NotAfter
+	}
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, false
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("pki: sign %s: %w", tmpl.Subject.CommonName, err)
+	}
+	return pemBlock("CERTIFICATE", der), nil
 }
 
 // LoadOrIssue returns dir/<name>.crt+key when they exist, were signed by ca and cover spec's SANs;

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -39,7 +40,7 @@ var (
 	GroupVersions = schema.GroupVersions{
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
-		authenticationv1.SchemeGroupVersion,
+		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion,
 	}
 )
 
@@ -47,7 +48,7 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
-		authenticationv1.AddToScheme, metainternalversion.AddToScheme,
+		authenticationv1.AddToScheme, certificatesv1.AddToScheme, metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}
@@ -84,7 +85,8 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	corev1.SchemeGroupVersion.WithKind("Event"): {"involvedObject.kind", "involvedObject.namespace",
 		"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
 		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
-	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"): {"status.replicas"},
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"):                        {"status.replicas"},
+	certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"): {"spec.signerName"},
 }
 
 func addFieldLabels(s *runtime.Scheme) error {

@@ -23,12 +23,14 @@ import (
 var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 // bootstrap creates the system namespaces and the `kubernetes` service (first service IP, port 443 →
-// the API server's port) with its endpoints, as kube-apiserver's bootstrap controller does.
+// the API server's port) with its endpoints, as kube-apiserver's bootstrap controller does, and
+// kubeadm's kube-public/cluster-info ConfigMap (the server URL and the cluster CA, caPEM).
 type bootstrap struct {
 	core         map[string]rest.Storage
 	kubernetesIP string
 	advertise    string
 	port         int
+	caPEM        []byte
 }
 
 func (b *bootstrap) run(hc genericapiserver.PostStartHookContext) error {
@@ -61,7 +63,10 @@ func (b *bootstrap) ensure(ctx context.Context) error {
 		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: b.advertise}},
 			Ports: []corev1.EndpointPort{{Name: "https", Port: int32(b.port), Protocol: corev1.ProtocolTCP}}}},
 	}
-	return b.upsertEndpoints(ctx, ep)
+	if err := b.upsertEndpoints(ctx, ep); err != nil {
+		return err
+	}
+	return ensureClusterInfo(ctx, b.core["configmaps"], serverURL(b.advertise, b.port), b.caPEM)
 }
 
 // create stores obj (defaulted as a request body would be) unless it exists. Existence is checked first:

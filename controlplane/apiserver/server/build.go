@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,6 +31,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
@@ -63,9 +65,6 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	pool.AddCert(certs.ca.Cert)
 	saTokens, err := satoken.LoadOrCreate(pkiDir)
 	if err != nil {
-		return nil, err
-	}
-	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens); err != nil {
 		return nil, err
 	}
 	cfg.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
@@ -119,6 +118,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(plainCore)
+	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
+	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
+		return nil, err
+	}
 	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), saTokens)
 	coordination, err := plain.Coordination(getter)
 	if err != nil {
@@ -129,6 +132,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	appsStorage, err := apps.NewStorage(getter)
+	if err != nil {
+		return nil, err
+	}
+	csrStorage, err := certificates.NewStorage(getter)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +168,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	var groups []*genericapiserver.APIGroupInfo
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
+		certificatesv1.GroupName: csrStorage,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
@@ -169,7 +177,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err := gs.InstallAPIGroups(groups...); err != nil {
 		return nil, fmt.Errorf("apiserver: install groups: %w", err)
 	}
-	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port}
+	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
 	gs.AddPostStartHookOrDie("nodekit-service-allocation-repair", func(hc genericapiserver.PostStartHookContext) error {
 		go alloc.RunRepair(hc.Context, core["services"].(rest.Lister), time.Minute)
@@ -191,5 +199,18 @@ func podsOnNode(pods *store.REST) authz.PodsOnNode {
 			return nil, err
 		}
 		return obj.(*corev1.PodList).Items, nil
+	}
+}
+
+// secretsIn reads secrets of one namespace from the secret storage's watch cache (resourceVersion "0"),
+// for the bootstrap token authenticator: no loopback client, so authentication never waits on the API
+// server's own handler chain.
+func secretsIn(secrets rest.Getter, namespace string) authn.SecretGetter {
+	return func(ctx context.Context, name string) (*corev1.Secret, error) {
+		obj, err := secrets.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Secret), nil
 	}
 }

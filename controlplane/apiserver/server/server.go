@@ -18,6 +18,8 @@ import (
 	"time"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/nodekit/nodekit/internal/certutil"
 )
 
 // Version is the Kubernetes API version nodekit's API server reports (the k8s.io/api it serves).
@@ -149,7 +151,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: listen: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	serverURL := (&url.URL{Scheme: "https", Host: net.JoinHostPort(opts.AdvertiseAddress, strconv.Itoa(port))}).String()
+	serverURL := serverURL(opts.AdvertiseAddress, port)
 	kubeconfig := filepath.Join(opts.DataDir, "admin.kubeconfig")
 	if err := writeAdminKubeconfig(kubeconfig, serverURL, certs); err != nil {
 		ln.Close()
@@ -161,13 +163,18 @@ func New(opts Options) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir)
+	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir, "ca-hash", certutil.CAHash(certs.ca.Cert))
 	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, generic: gs}, nil
 }
 
 // Run serves until ctx is cancelled, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	return s.generic.PrepareRun().RunWithContext(ctx)
+}
+
+// serverURL is the API server's advertised URL, https://<host>:<port>.
+func serverURL(host string, port int) string {
+	return (&url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port))}).String()
 }
 
 func firstIP(n *net.IPNet) net.IP {

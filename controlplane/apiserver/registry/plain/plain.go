@@ -4,6 +4,8 @@
 package plain
 
 import (
+	"context"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,10 +26,10 @@ func Core(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 		spec(corev1.Resource("configmaps"), "configmap", []string{"cm"}, func() runtime.Object { return &corev1.ConfigMap{} },
 			func() runtime.Object { return &corev1.ConfigMapList{} },
 			func(o runtime.Object) field.ErrorList { return validation.ConfigMap(o.(*corev1.ConfigMap)) }),
-		withFields(spec(corev1.Resource("secrets"), "secret", nil, func() runtime.Object { return &corev1.Secret{} },
+		secrets(withFields(spec(corev1.Resource("secrets"), "secret", nil, func() runtime.Object { return &corev1.Secret{} },
 			func() runtime.Object { return &corev1.SecretList{} },
 			func(o runtime.Object) field.ErrorList { return validation.Secret(o.(*corev1.Secret)) }),
-			func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} }),
+			func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} })),
 		spec(corev1.Resource("serviceaccounts"), "serviceaccount", []string{"sa"}, func() runtime.Object { return &corev1.ServiceAccount{} },
 			func() runtime.Object { return &corev1.ServiceAccountList{} },
 			func(o runtime.Object) field.ErrorList { return validation.ServiceAccount(o.(*corev1.ServiceAccount)) }),
@@ -63,6 +65,24 @@ func Discovery(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error
 func spec(gr schema.GroupResource, singular string, short []string, newFn, newList func() runtime.Object, v func(runtime.Object) field.ErrorList) store.Spec {
 	return store.Spec{Resource: gr, Singular: singular, ShortNames: short, NewFunc: newFn, NewList: newList,
 		Strategy: store.NewStrategy(true, false, v)}
+}
+
+// secrets merges a Secret's write-only stringData into data (stringData wins) on create and update, as
+// kube-apiserver's Secret conversion does, so stringData is never stored.
+func secrets(s store.Spec) store.Spec {
+	merge := func(_ context.Context, obj runtime.Object) {
+		sec := obj.(*corev1.Secret)
+		for k, v := range sec.StringData {
+			if sec.Data == nil {
+				sec.Data = map[string][]byte{}
+			}
+			sec.Data[k] = []byte(v)
+		}
+		sec.StringData = nil
+	}
+	s.Strategy.PrepareCreateFn = merge
+	s.Strategy.PrepareUpdateFn = func(ctx context.Context, obj, _ runtime.Object) { merge(ctx, obj) }
+	return s
 }
 
 func withFields(s store.Spec, f func(runtime.Object) fields.Set) store.Spec {

@@ -107,12 +107,18 @@ func New(getter generic.RESTOptionsGetter, spec Spec) (*REST, *StatusREST, error
 	if !spec.Strategy.HasStatus {
 		return main, nil, nil
 	}
-	st := *s
-	ss := &StatusStrategy{Strategy: spec.Strategy, ValidateStatusFn: spec.StatusValidate}
-	st.UpdateStrategy = ss
+	return main, Subresource(main, &StatusStrategy{Strategy: spec.Strategy, ValidateStatusFn: spec.StatusValidate}), nil
+}
+
+// Subresource returns a get/update endpoint over main's storage whose updates go through strategy
+// instead of main's (for example /status, or a CertificateSigningRequest's /approval). It never creates
+// or deletes.
+func Subresource(main *REST, strategy rest.RESTUpdateStrategy) *StatusREST {
+	st := *main.Store
+	st.UpdateStrategy = strategy
 	st.CreateStrategy = nil
 	st.DeleteStrategy = nil
-	return main, &StatusREST{store: &st}, nil
+	return &StatusREST{store: &st}
 }
 
 // AttrFunc returns the labels and selectable fields of an object: metadata.name, metadata.namespace (when
