@@ -275,8 +275,7 @@ func requestClientCert(ctx context.Context, c Config, ca *trustedCA, log *slog.L
 	certPEM, err = csr.WaitForCertificate(wctx, client, name, uid)
 	if err != nil {
 		if wctx.Err() != nil && ctx.Err() == nil {
-			return nil, nil, fmt.Errorf("certificate signing request %s was not approved and signed within %s (does the control plane approve %s CSRs?)",
-				name, c.CertificateTimeout, certificatesv1.KubeAPIServerClientKubeletSignerName)
+			return nil, nil, notIssued(ctx, client, name, c.CertificateTimeout)
 		}
 		return nil, nil, fmt.Errorf("certificate signing request %s: %w", name, err)
 	}
@@ -285,6 +284,20 @@ func requestClientCert(ctx context.Context, c Config, ca *trustedCA, log *slog.L
 	}
 	keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key)
 	return certPEM, keyPEM, err
+}
+
+// notIssued says which step a CSR that timed out is stuck at: approval or signing.
+func notIssued(ctx context.Context, client kubernetes.Interface, name string, timeout time.Duration) error {
+	const signer = certificatesv1.KubeAPIServerClientKubeletSignerName
+	req, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		for _, c := range req.Status.Conditions {
+			if c.Type == certificatesv1.CertificateApproved {
+				return fmt.Errorf("certificate signing request %s was approved but not signed within %s (does the control plane run the %s signer?)", name, timeout, signer)
+			}
+		}
+	}
+	return fmt.Errorf("certificate signing request %s was not approved within %s (does the control plane auto-approve %s requests?)", name, timeout, signer)
 }
 
 // tokenError names the token when the server refuses it.

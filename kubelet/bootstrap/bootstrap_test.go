@@ -293,7 +293,7 @@ func TestJoinErrors(t *testing.T) {
 		{"http server", func(c *Config) { c.Server = strings.Replace(c.Server, "https", "http", 1) }, "--server: "},
 		{"unreachable", func(c *Config) { c.Server, c.DiscoveryTimeout = closedURL, 3*time.Second }, "--server " + closedURL + ": unreachable for 3s"},
 		{"wrong token", func(c *Config) { c.Token = "abcdef.ffffffffffffffff" }, "--token: token rejected by the server"},
-		{"not approved", func(c *Config) { c.CertificateTimeout = 2 * time.Second }, "was not approved and signed within 2s"},
+		{"not approved", func(c *Config) { c.CertificateTimeout = 2 * time.Second }, "was not approved within 2s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := joinCfg(t, srv.URL, ca)
