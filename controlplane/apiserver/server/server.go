@@ -19,6 +19,7 @@ import (
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/internal/certutil"
 )
 
@@ -61,6 +62,11 @@ type Server struct {
 	KubeconfigPath string
 	// PKIDir is <DataDir>/pki.
 	PKIDir string
+	// CA is the cluster CA (<PKIDir>/ca.crt, ca.key): the controller manager's cluster signer for node
+	// certificate requests (controllers.Options.ClusterSigner).
+	CA *pki.CA
+	// CAHash is the CA's pin for joining agents (certutil.CAHash: "sha256:<hex>").
+	CAHash string
 
 	generic *genericapiserver.GenericAPIServer
 }
@@ -163,8 +169,9 @@ func New(opts Options) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir, "ca-hash", certutil.CAHash(certs.ca.Cert))
-	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, generic: gs}, nil
+	caHash := certutil.CAHash(certs.ca.Cert)
+	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir, "ca-hash", caHash)
+	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, CA: certs.ca, CAHash: caHash, generic: gs}, nil
 }
 
 // Run serves until ctx is cancelled, then shuts down gracefully.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/jointoken"
 	"github.com/nodekit/nodekit/internal/certutil"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
@@ -488,4 +489,59 @@ func poolOf(certs ...*x509.Certificate) *x509.CertPool {
 		p.AddCert(c)
 	}
 	return p
+}
+
+// TestJoinTokens drives what `nodekit token create|list|delete` do against the real API server: the
+// created token authenticates, the join command names the server and the CA hash, list shows it, and a
+// deleted token is 401.
+func TestJoinTokens(t *testing.T) {
+	s := fw.Start(t, fw.Options{})
+	ctx := ctxT(t)
+	tok, err := jointoken.Create(ctx, s.Client, jointoken.Options{TTL: time.Hour, Description: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := jointoken.ClusterInfo(ctx, s.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(s.DataDir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certutilk8s.ParseCertsPEM(caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "nodekit agent --server " + s.URL + " --token " + tok + " --ca-hash " + certutil.CAHash(ca[0])
+	if got := d.JoinCommand(tok); got != want {
+		t.Fatalf("join command\n got %s\nwant %s", got, want)
+	}
+	toks, err := jointoken.List(ctx, s.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != 1 || toks[0].Token != tok || toks[0].Description != "e2e" || toks[0].Expires == nil ||
+		time.Until(*toks[0].Expires) > time.Hour || !slices.Equal(toks[0].Usages, []string{"signing", "authentication"}) ||
+		!slices.Equal(toks[0].Groups, []string{jointoken.DefaultGroup}) {
+		t.Fatalf("list: %+v", toks)
+	}
+	boot := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.URL, BearerToken: tok, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}})
+	waitAuthenticated(t, boot)
+	id, err := jointoken.Delete(ctx, s.Client, tok)
+	if err != nil || tok[:6] != id {
+		t.Fatalf("delete: %q %v", id, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := boot.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if apierrors.IsUnauthorized(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted token: want 401, got %v", err)
+		}
+	}
+	if _, err := jointoken.Delete(ctx, s.Client, "abc"); err == nil {
+		t.Fatal("delete of a malformed id succeeded")
+	}
 }
