@@ -44,25 +44,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	certutil "k8s.io/client-go/util/cert"
+	kcert "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+
+	"github.com/nodekit/nodekit/internal/certutil"
 )
 
-// Names of the standard contract (kubeadm bootstrap tokens, kubelet TLS bootstrapping).
+// NodeUserPrefix and NodesGroup are the node authorizer's identity of a kubelet.
 const (
-	// ClusterInfoNamespace and ClusterInfoName locate the anonymously readable discovery ConfigMap;
-	// ClusterInfoKey holds its kubeconfig.
-	ClusterInfoNamespace = "kube-public"
-	ClusterInfoName      = "cluster-info"
-	ClusterInfoKey       = "kubeconfig"
-	// NodeUserPrefix and NodesGroup are the node authorizer's identity of a kubelet.
 	NodeUserPrefix = "system:node:"
 	NodesGroup     = "system:nodes"
 )
-
-// tokenRE is a bootstrap token: a 6-character id and a 16-character secret of [a-z0-9], joined by a dot.
-var tokenRE = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
 
 // Config is what the join needs; the error messages name the nodekit agent flags the fields come from.
 type Config struct {
@@ -83,44 +78,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ParseToken splits a bootstrap token "<id>.<secret>" into its id and secret; the error says what is
-// wrong without echoing the secret.
-func ParseToken(token string) (id, secret string, err error) {
-	m := tokenRE.FindStringSubmatch(token)
-	if m == nil {
-		return "", "", fmt.Errorf("not a bootstrap token: want <id>.<secret> with a 6- and a 16-character [a-z0-9] part (%d characters given)", len(token))
-	}
-	return m[1], m[2], nil
-}
-
-// CAHash returns the pin of a CA certificate: "sha256:" and the hex sha256 of its DER
-// SubjectPublicKeyInfo (kubeadm's discovery-token-ca-cert-hash format).
-func CAHash(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// parseCAHash normalises "sha256:<hex>" (case-insensitive hex) or returns why it is not one.
-func parseCAHash(s string) (string, error) {
-	h, ok := strings.CutPrefix(s, "sha256:")
-	if !ok {
-		return "", fmt.Errorf("%q: want sha256:<64 hex digits> (the hash 'nodekit token create' prints)", s)
-	}
-	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return "", fmt.Errorf("%q: want sha256: followed by 64 hex digits", s)
-	}
-	return "sha256:" + strings.ToLower(h), nil
-}
+// caHashRE is the pin format (internal/certutil.CAHashPrefix and 64 hex digits), checked before any
+// request so a mistyped --ca-hash is named as such rather than as a mismatch.
+var caHashRE = regexp.MustCompile(`^(?i:sha256:[0-9a-f]{64})$`)
 
 func (c *Config) complete() error {
-	if _, _, err := ParseToken(c.Token); err != nil {
-		return fmt.Errorf("--token: %w", err)
+	if !bootstraputil.IsValidBootstrapToken(c.Token) { // the error never echoes the secret
+		return fmt.Errorf("--token: not a bootstrap token: want <id>.<secret> with a 6- and a 16-character [a-z0-9] part (%d characters given)", len(c.Token))
 	}
-	h, err := parseCAHash(c.CAHash)
-	if err != nil {
-		return fmt.Errorf("--ca-hash: %w", err)
+	if !caHashRE.MatchString(c.CAHash) {
+		return fmt.Errorf("--ca-hash: %q: want sha256: followed by 64 hex digits (the hash 'nodekit token create' prints)", c.CAHash)
 	}
-	c.CAHash = h
 	u, err := url.Parse(c.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("--server: %q: want the API server's https://host:port URL", c.Server)
@@ -192,13 +160,13 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 	var data string
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, c.DiscoveryTimeout, true, func(ctx context.Context) (bool, error) {
-		cm, err := anon.CoreV1().ConfigMaps(ClusterInfoNamespace).Get(ctx, ClusterInfoName, metav1.GetOptions{})
+		cm, err := anon.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			data = cm.Data[ClusterInfoKey]
+			data = cm.Data[bootstrapapi.KubeConfigKey]
 			return true, nil
 		case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-			return false, fmt.Errorf("--server %s: the server does not publish %s/%s to anonymous clients: %v", c.Server, ClusterInfoNamespace, ClusterInfoName, err)
+			return false, fmt.Errorf("--server %s: the server does not publish %s/%s to anonymous clients: %v", c.Server, metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, err)
 		default:
 			if lastErr == nil || lastErr.Error() != err.Error() {
 				log.Warn("discovery: server not answering yet", "err", err)
@@ -215,22 +183,21 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 	}
 	cfg, err := clientcmd.Load([]byte(data))
 	if err != nil {
-		return nil, fmt.Errorf("--server %s: %s/%s key %q is not a kubeconfig: %w", c.Server, ClusterInfoNamespace, ClusterInfoName, ClusterInfoKey, err)
+		return nil, fmt.Errorf("--server %s: %s/%s key %q is not a kubeconfig: %w", c.Server, metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, bootstrapapi.KubeConfigKey, err)
 	}
 	var caData []byte
 	for _, cl := range cfg.Clusters {
 		caData = append(caData, cl.CertificateAuthorityData...)
 	}
-	certs, err := certutil.ParseCertsPEM(caData)
+	certs, err := kcert.ParseCertsPEM(caData)
 	if err != nil {
-		return nil, fmt.Errorf("--server %s: %s/%s has no usable certificate-authority-data: %w", c.Server, ClusterInfoNamespace, ClusterInfoName, err)
+		return nil, fmt.Errorf("--server %s: %s/%s has no usable certificate-authority-data: %w", c.Server, metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, err)
 	}
 	var seen []string
 	ca := &trustedCA{}
 	for _, cert := range certs {
-		h := CAHash(cert)
-		if h != c.CAHash {
-			seen = append(seen, h)
+		if err := certutil.VerifyCAHash(c.CAHash, cert); err != nil {
+			seen = append(seen, certutil.CAHash(cert))
 			continue
 		}
 		ca.certs = append(ca.certs, cert)
@@ -239,7 +206,7 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 		return nil, fmt.Errorf("--ca-hash %s does not match the cluster CA the server %s presents (%s): refusing to send the token; check --ca-hash and --server",
 			c.CAHash, c.Server, strings.Join(seen, ", "))
 	}
-	if ca.pem, err = certutil.EncodeCertificates(ca.certs...); err != nil {
+	if ca.pem, err = kcert.EncodeCertificates(ca.certs...); err != nil {
 		return nil, err
 	}
 	log.Info("discovery: cluster CA pinned", "ca", ca.certs[0].Subject.CommonName, "hash", c.CAHash)
@@ -259,7 +226,7 @@ func requestClientCert(ctx context.Context, c Config, ca *trustedCA, log *slog.L
 		return nil, nil, err
 	}
 	subject := &pkix.Name{CommonName: NodeUserPrefix + c.NodeName, Organization: []string{NodesGroup}}
-	csrPEM, err := certutil.MakeCSR(key, subject, nil, nil)
+	csrPEM, err := kcert.MakeCSR(key, subject, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -322,7 +289,7 @@ func csrName(pub crypto.PublicKey) string {
 // checkIssued verifies the signed certificate: our key, the node's name, a client certificate of the
 // pinned CA.
 func checkIssued(certPEM []byte, pub crypto.PublicKey, cn string, ca *trustedCA) error {
-	certs, err := certutil.ParseCertsPEM(certPEM)
+	certs, err := kcert.ParseCertsPEM(certPEM)
 	if err != nil {
 		return fmt.Errorf("issued certificate: %w", err)
 	}
@@ -367,7 +334,7 @@ func validKubeconfig(path, node string, now time.Time) (bool, string) {
 			return false, err.Error()
 		}
 	}
-	certs, err := certutil.ParseCertsPEM(data)
+	certs, err := kcert.ParseCertsPEM(data)
 	if err != nil {
 		return false, "client certificate: " + err.Error()
 	}

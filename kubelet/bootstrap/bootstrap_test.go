@@ -32,7 +32,10 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	certutil "k8s.io/client-go/util/cert"
+	kcert "k8s.io/client-go/util/cert"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+
+	"github.com/nodekit/nodekit/internal/certutil"
 )
 
 // These tests use a stand-in API server (httptest over TLS) serving the four requests of the join —
@@ -53,7 +56,7 @@ func newCA(t *testing.T, cn string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: cn}, key)
+	cert, err := kcert.NewSelfSignedCACert(kcert.Config{CommonName: cn}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		kc.Clusters[""] = &clientcmdapi.Cluster{Server: "https://" + r.Host, CertificateAuthorityData: f.published}
 		data, _ := clientcmd.Write(*kc)
 		writeJSON(w, 200, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-			ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoName, Namespace: ClusterInfoNamespace}, Data: map[string]string{ClusterInfoKey: string(data)}})
+			ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: metav1.NamespacePublic}, Data: map[string]string{bootstrapapi.KubeConfigKey: string(data)}})
 	case r.Header.Get("Authorization") != "Bearer "+goodToken:
 		writeJSON(w, 401, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: metav1.StatusReasonUnauthorized, Code: 401, Message: "Unauthorized"})
 	case r.Method == http.MethodPost && r.URL.Path == csrPath:
@@ -187,7 +190,7 @@ func (f *fakeAPI) current() *certificatesv1.CertificateSigningRequest {
 }
 
 func joinCfg(t *testing.T, server string, ca *testCA) Config {
-	return Config{Server: server, Token: goodToken, CAHash: CAHash(ca.cert), NodeName: "node-a",
+	return Config{Server: server, Token: goodToken, CAHash: certutil.CAHash(ca.cert), NodeName: "node-a",
 		Kubeconfig: filepath.Join(t.TempDir(), "kubelet.kubeconfig"), DiscoveryTimeout: 5 * time.Second, CertificateTimeout: 3 * time.Second}
 }
 
@@ -260,7 +263,7 @@ func TestJoinRefusesWrongCA(t *testing.T) {
 	srv := f.start()
 	cfg := joinCfg(t, srv.URL, ca)
 	err := Join(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "--ca-hash "+CAHash(ca.cert)+" does not match") || !strings.Contains(err.Error(), CAHash(impostor.cert)) {
+	if err == nil || !strings.Contains(err.Error(), "--ca-hash "+certutil.CAHash(ca.cert)+" does not match") || !strings.Contains(err.Error(), certutil.CAHash(impostor.cert)) {
 		t.Fatalf("err = %v, want a --ca-hash mismatch naming both hashes", err)
 	}
 	for _, r := range f.requests() {
@@ -327,7 +330,7 @@ func TestCAHashMatchesKubeadmRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := CAHash(ca.cert), "sha256:"+strings.TrimSpace(string(out)); got != want {
+	if got, want := certutil.CAHash(ca.cert), "sha256:"+strings.TrimSpace(string(out)); got != want {
 		t.Errorf("CAHash = %s, openssl says %s", got, want)
 	}
 }
