@@ -114,6 +114,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 	log := opts.Logger.With("component", "controller-manager")
 	factory := informers.NewSharedInformerFactory(client, opts.ResyncPeriod)
 	var runners []runner
+	var started []string
 	for _, name := range opts.Controllers {
 		var r runner
 		var err error
@@ -154,6 +155,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			return fmt.Errorf("controllers: %s: %w", name, err)
 		}
 		runners = append(runners, r)
+		started = append(started, name)
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
@@ -162,7 +164,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			return fmt.Errorf("controllers: cache for %v did not sync: %w", typ, ctx.Err())
 		}
 	}
-	log.Info("controllers started", "controllers", opts.Controllers)
+	log.Info("controllers started", "controllers", started)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Add(1)
