@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/jointoken"
 	"github.com/nodekit/nodekit/internal/certutil"
+	"github.com/nodekit/nodekit/kubelet/bootstrap"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
@@ -543,5 +544,43 @@ func TestJoinTokens(t *testing.T) {
 	}
 	if _, err := jointoken.Delete(ctx, s.Client, "abc"); err == nil {
 		t.Fatal("delete of a malformed id succeeded")
+	}
+}
+
+// TestAgentJoin is the contract with the agent side: kubelet/bootstrap.Join (what `nodekit agent --token
+// --ca-hash` runs) against this API server and its controllers ends with a node kubeconfig that
+// authenticates as system:node:<name>; a wrong CA pin is refused before the token is sent.
+func TestAgentJoin(t *testing.T) {
+	c := startJoinCluster(t)
+	ctx := ctxT(t)
+	tok, err := jointoken.Create(ctx, c.Client, jointoken.Options{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := jointoken.ClusterInfo(ctx, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAuthenticated(t, c.tokenClient(tok))
+	dir := t.TempDir()
+	wrong := bootstrap.Config{Server: d.Server, Token: tok, CAHash: "sha256:" + strings.Repeat("ab", 32), NodeName: "agent-x",
+		Kubeconfig: filepath.Join(dir, "wrong.kubeconfig"), DiscoveryTimeout: 10 * time.Second, CertificateTimeout: 10 * time.Second}
+	if err := bootstrap.Join(ctx, wrong); err == nil || !strings.Contains(err.Error(), "ca-hash") {
+		t.Fatalf("join with a wrong CA pin: want an error naming --ca-hash, got %v", err)
+	}
+	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
+	if err := bootstrap.Join(ctx, bootstrap.Config{Server: d.Server, Token: tok, CAHash: d.CAHash, NodeName: "agent-a", Kubeconfig: kubeconfig}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := node.CoreV1().Nodes().Create(ctx, nodeObj("agent-a"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("joined node creating its Node: %v", err)
+	}
+	if _, err := node.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("joined node listing secrets: want 403, got %v", err)
 	}
 }
