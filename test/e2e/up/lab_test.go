@@ -3,7 +3,6 @@ package up
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/runtime/cri"
-	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 // TestLab runs `nodekit lab up --nodes 3` and asserts the pod creation workflow across nodes: pods pinned
@@ -33,81 +31,14 @@ func TestLab(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("nodekit lab needs root (netns, bridge, containerd)")
 	}
-	bin := binaries(t)
-	images := ctrfw.ImagesDir(t)
-	base, err := os.MkdirTemp("", "nklab-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(base, "lab")
-	prefix := fmt.Sprintf("nkt%d", rand.IntN(1000))
-	subnet := fmt.Sprintf("172.31.%d.0/24", rand.IntN(250)+1)
-	podCIDR := fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(40))
-	svcCIDR := fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250))
-	args := []string{"lab", "up", "--data-dir", dataDir, "--nodes", "3", "--prefix", prefix, "--subnet", subnet,
-		"--secure-port", strconv.Itoa(freePort(t)), "--etcd-listen-client", "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		"--cluster-cidr", podCIDR, "--service-cluster-ip-range", svcCIDR, "--images-dir", images, "--component-log-level", "error"}
-	if c := os.Getenv("NODEKIT_CONTAINERD"); c != "" {
-		args = append(args, "--containerd", c)
-	}
-	nodekit := filepath.Join(bin, "nodekit")
-	lab := exec.Command(nodekit, args...)
-	out, errb := &syncBuffer{}, &syncBuffer{}
-	lab.Stdout, lab.Stderr = out, errb
-	lab.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := lab.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { lab.Wait(); close(done) }()
+	l := startLab(t, "nkt", 3, 0)
+	dataDir, nodekit := l.dataDir, l.nodekit
 	var frozen int
-	downDone := false
-	labDown := func() {
-		if downDone {
-			return
-		}
-		downDone = true
+	l.beforeDown = append(l.beforeDown, func() {
 		if frozen != 0 {
 			_ = syscall.Kill(frozen, syscall.SIGCONT)
 		}
-		if o, err := exec.Command(nodekit, "lab", "--data-dir", dataDir, "down").CombinedOutput(); err != nil {
-			t.Errorf("nodekit lab down: %v\n%s", err, tail(string(o), 40))
-		}
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			t.Errorf("nodekit lab up still runs after lab down")
-			_ = lab.Process.Kill()
-		}
-	}
-	dump := func() {
-		logs, _ := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
-		for _, l := range logs {
-			if b, err := os.ReadFile(l); err == nil {
-				t.Logf("--- %s (last 30 lines)\n%s", filepath.Base(l), tail(string(b), 30))
-			}
-		}
-		t.Logf("lab up stderr:\n%s", tail(errb.String(), 30))
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dump()
-		}
-		labDown()
-		os.RemoveAll(base)
 	})
-	deadline := time.Now().Add(6 * time.Minute)
-	for !strings.Contains(out.String(), "nodekit lab is up") {
-		select {
-		case <-done:
-			t.Fatalf("nodekit lab up exited: stdout:\n%s", out.String())
-		case <-time.After(time.Second):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nodekit lab up printed no summary within 6m")
-		}
-	}
-	t.Logf("lab up:\n%s", out.String())
 	st, err := cluster.ReadLabState(dataDir)
 	if err != nil || len(st.Nodes) != 3 {
 		t.Fatalf("lab state: %v %+v", err, st)
@@ -225,24 +156,7 @@ func TestLab(t *testing.T) {
 	frozen = 0
 
 	// lab down: nothing left.
-	labDown()
-	for _, n := range st.Nodes {
-		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
-			t.Errorf("netns %s left", n.Netns)
-		}
-		if exec.Command("ip", "link", "show", n.HostIf).Run() == nil {
-			t.Errorf("interface %s left", n.HostIf)
-		}
-	}
-	if exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
-		t.Errorf("lab bridge %s left", st.Bridge)
-	}
-	if left := (&env{dataDir: dataDir}).processesUsingDataDir(); len(left) > 0 {
-		t.Errorf("processes naming the lab's data dir after lab down: %v", left)
-	}
-	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
-		t.Errorf("lab data dir still exists (%v)", err)
-	}
+	l.downAndAssertGone(st)
 	if save, err := exec.Command("iptables-save").Output(); err == nil && strings.Contains(string(save), svc.Spec.ClusterIP+"/32") {
 		t.Errorf("iptables still routes the lab's ClusterIP %s", svc.Spec.ClusterIP)
 	}
