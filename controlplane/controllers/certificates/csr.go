@@ -48,15 +48,8 @@ func ValidateKubeletClient(req *x509.CertificateRequest, usages []certificatesv1
 	if err := nodeSubject(req); err != nil {
 		return err
 	}
-	switch {
-	case len(req.DNSNames) > 0:
-		return fmt.Errorf("DNS subjectAltNames are not allowed")
-	case len(req.IPAddresses) > 0:
-		return fmt.Errorf("IP subjectAltNames are not allowed")
-	case len(req.EmailAddresses) > 0:
-		return fmt.Errorf("email subjectAltNames are not allowed")
-	case len(req.URIs) > 0:
-		return fmt.Errorf("URI subjectAltNames are not allowed")
+	if err := sans(req, false); err != nil {
+		return err
 	}
 	return usagesOneOf(usages, kubeletClientUsages)
 }
@@ -69,15 +62,28 @@ func ValidateKubeletServing(req *x509.CertificateRequest, usages []certificatesv
 	if err := nodeSubject(req); err != nil {
 		return err
 	}
+	if err := sans(req, true); err != nil {
+		return err
+	}
+	return usagesOneOf(usages, kubeletServingUsages)
+}
+
+// sans refuses e-mail and URI SANs; DNS and IP SANs are required (serving) or refused (client).
+func sans(req *x509.CertificateRequest, serving bool) error {
+	hostSANs := len(req.DNSNames) + len(req.IPAddresses)
 	switch {
-	case len(req.DNSNames) == 0 && len(req.IPAddresses) == 0:
+	case serving && hostSANs == 0:
 		return fmt.Errorf("DNS or IP subjectAltName is required")
+	case !serving && len(req.DNSNames) > 0:
+		return fmt.Errorf("DNS subjectAltNames are not allowed")
+	case !serving && len(req.IPAddresses) > 0:
+		return fmt.Errorf("IP subjectAltNames are not allowed")
 	case len(req.EmailAddresses) > 0:
 		return fmt.Errorf("email subjectAltNames are not allowed")
 	case len(req.URIs) > 0:
 		return fmt.Errorf("URI subjectAltNames are not allowed")
 	}
-	return usagesOneOf(usages, kubeletServingUsages)
+	return nil
 }
 
 func nodeSubject(req *x509.CertificateRequest) error {

@@ -229,7 +229,37 @@ func TestNodeJoinWithBootstrapToken(t *testing.T) {
 	}
 	req, _ := nodeCSR(t, "system:node:join-b", []string{"system:nodes"}, nil)
 	foreign := c.createCSR(t, node, "renew-foreign", req, certificatesv1.KubeAPIServerClientKubeletSignerName, kubeletClientUsages)
-	c.expectPending(t, foreign)
+	servingReq, _ := nodeCSR(t, "system:node:join-a", []string{"system:nodes"}, []string{"join-a.example"})
+	serving := c.createCSR(t, node, "serving-join-a", servingReq, certificatesv1.KubeletServingSignerName,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth})
+	c.expectPending(t, foreign, serving) // serving certificates are approved by an admin, as upstream
+
+	// An admin approves the serving request; csrsigning issues a server certificate with its SANs.
+	obj, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, serving, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Status.Conditions = append(obj.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AdminApproved"})
+	if _, err := c.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, serving, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctxW, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	certPEM, err := csr.WaitForCertificate(ctxW, c.Client, serving, obj.UID)
+	if err != nil {
+		t.Fatalf("serving certificate: %v", err)
+	}
+	sc, err := certutilk8s.ParseCertsPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sc[0].DNSNames, []string{"join-a.example"}) || !slices.Equal(sc[0].ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Fatalf("serving certificate SANs %v usages %v", sc[0].DNSNames, sc[0].ExtKeyUsage)
+	}
+	if life := time.Until(sc[0].NotAfter); life < 364*24*time.Hour {
+		t.Fatalf("serving certificate lives %s, want the default year", life)
+	}
 }
 
 // TestBootstrapTokenRejections: wrong secret, unknown id, expired token and a token not marked for
