@@ -1,7 +1,8 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing and bootstrap token cleaner controllers, each a small package of its own on one shared client-go informer factory, talking to
-// the API server only (kube-controller-manager's shape, much smaller).
+// CSR approving and signing, bootstrap token cleaner and bootstrap signer controllers, each a small
+// package of its own on one shared client-go informer factory (or its own narrow informers), talking
+// to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
 
 import (
@@ -40,11 +41,12 @@ const (
 	CSRApproving     = "csrapproving"
 	CSRSigning       = "csrsigning"
 	TokenCleaner     = "tokencleaner"
+	BootstrapSigner  = "bootstrapsigner"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner}
 
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
@@ -150,6 +152,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = certificates.NewSigner(client, factory, opts.ClusterSigner, opts.ClusterSigningDuration, log)
 		case TokenCleaner:
 			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
+		case BootstrapSigner:
+			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -1,6 +1,11 @@
-// Package bootstraptoken is the token cleaner of kube-controller-manager (tokencleaner): it deletes
-// bootstrap token Secrets (type bootstrap.kubernetes.io/token in kube-system) once their expiration
-// has passed, so an expired join token leaves nothing behind.
+// Package bootstraptoken holds kube-controller-manager's two bootstrap token controllers:
+//
+//   - tokencleaner (Cleaner) deletes bootstrap token Secrets (type bootstrap.kubernetes.io/token in
+//     kube-system) once their expiration has passed, so an expired join token leaves nothing behind;
+//   - bootstrapsigner (Signer) signs the kubeconfig of the ConfigMap kube-public/cluster-info with every
+//     valid token marked usage-bootstrap-signing, as key jws-kubeconfig-<token id> (a detached JWS,
+//     RFC 7515 appendix F, HS256 keyed by the token secret), so a joining node can check that the
+//     server it discovered knows its token (kubeadm's token discovery).
 package bootstraptoken
 
 import (
@@ -33,10 +38,7 @@ type Cleaner struct {
 
 // NewCleaner returns the token cleaner; Run starts its informer.
 func NewCleaner(client kubernetes.Interface, resync time.Duration, log *slog.Logger) (*Cleaner, error) {
-	inf := coreinformers.NewFilteredSecretInformer(client, metav1.NamespaceSystem, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String()
-		})
+	inf := tokenInformer(client, resync)
 	c := &Cleaner{client: client, informer: inf, lister: corelisters.NewSecretLister(inf.GetIndexer()).Secrets(metav1.NamespaceSystem)}
 	c.Loop = workloop.New("bootstraptoken-cleaner", c.reconcile, log)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.Enqueue, UpdateFunc: func(_, o any) { c.Enqueue(o) }}); err != nil {
@@ -52,6 +54,14 @@ func (c *Cleaner) Run(ctx context.Context, workers int) {
 		return
 	}
 	c.Loop.Run(ctx, workers)
+}
+
+// tokenInformer watches the bootstrap token Secrets in kube-system only.
+func tokenInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	return coreinformers.NewFilteredSecretInformer(client, metav1.NamespaceSystem, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String()
+		})
 }
 
 func (c *Cleaner) reconcile(ctx context.Context, key string) error {

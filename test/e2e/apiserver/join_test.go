@@ -26,6 +26,7 @@ import (
 	certutilk8s "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
@@ -37,7 +38,7 @@ import (
 )
 
 // joinCluster is a test API server with the controllers a node join needs (csrapproving, csrsigning
-// with the cluster CA, tokencleaner).
+// with the cluster CA, tokencleaner, bootstrapsigner).
 type joinCluster struct {
 	*fw.Server
 	ca *pki.CA
@@ -54,7 +55,7 @@ func startJoinCluster(t *testing.T) *joinCluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- controllers.Run(ctx, s.Client, controllers.Options{
-			Controllers:   []string{controllers.CSRApproving, controllers.CSRSigning, controllers.TokenCleaner},
+			Controllers:   []string{controllers.CSRApproving, controllers.CSRSigning, controllers.TokenCleaner, controllers.BootstrapSigner},
 			ClusterSigner: ca,
 		})
 	}()
@@ -523,10 +524,11 @@ func poolOf(certs ...*x509.Certificate) *x509.CertPool {
 }
 
 // TestJoinTokens drives what `nodekit token create|list|delete` do against the real API server: the
-// created token authenticates, the join command names the server and the CA hash, list shows it, and a
-// deleted token is 401.
+// created token authenticates, the join command names the server and the CA hash, list shows it, the
+// bootstrap signer signs cluster-info with it (jws-kubeconfig-<id>), and a deleted token is 401 and its
+// signature is removed.
 func TestJoinTokens(t *testing.T) {
-	s := fw.Start(t, fw.Options{})
+	s := startJoinCluster(t)
 	ctx := ctxT(t)
 	tok, err := jointoken.Create(ctx, s.Client, jointoken.Options{TTL: time.Hour, Description: "e2e"})
 	if err != nil {
@@ -559,6 +561,14 @@ func TestJoinTokens(t *testing.T) {
 	}
 	boot := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.URL, BearerToken: tok, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}})
 	waitAuthenticated(t, boot)
+	sigKey := bootstrapapi.JWSSignatureKeyPrefix + tok[:6]
+	cm := waitClusterInfo(t, s.Client, func(cm *corev1.ConfigMap) bool { return cm.Data[sigKey] != "" })
+	if !jws.DetachedTokenIsValid(cm.Data[sigKey], cm.Data[bootstrapapi.KubeConfigKey], tok[:6], tok[7:]) {
+		t.Fatalf("%s does not verify the cluster-info kubeconfig with the token", sigKey)
+	}
+	if jws.DetachedTokenIsValid(cm.Data[sigKey], cm.Data[bootstrapapi.KubeConfigKey], tok[:6], "0123456789abcdef") {
+		t.Fatal("the signature verifies with another secret")
+	}
 	id, err := jointoken.Delete(ctx, s.Client, tok)
 	if err != nil || tok[:6] != id {
 		t.Fatalf("delete: %q %v", id, err)
@@ -572,6 +582,7 @@ func TestJoinTokens(t *testing.T) {
 			t.Fatalf("deleted token: want 401, got %v", err)
 		}
 	}
+	waitClusterInfo(t, s.Client, func(cm *corev1.ConfigMap) bool { _, ok := cm.Data[sigKey]; return !ok })
 	if _, err := jointoken.Delete(ctx, s.Client, "abc"); err == nil {
 		t.Fatal("delete of a malformed id succeeded")
 	}
@@ -613,4 +624,19 @@ func TestAgentJoin(t *testing.T) {
 	if _, err := node.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("joined node listing secrets: want 403, got %v", err)
 	}
+}
+
+// waitClusterInfo polls kube-public/cluster-info until ok accepts it.
+func waitClusterInfo(t *testing.T, c kubernetes.Interface, ok func(*corev1.ConfigMap) bool) *corev1.ConfigMap {
+	t.Helper()
+	var cm *corev1.ConfigMap
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		cm, err = c.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctxT(t), bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
+		if err == nil && ok(cm) {
+			return cm
+		}
+	}
+	t.Fatalf("cluster-info never reached the expected state: %v %v", err, cm)
+	return nil
 }
