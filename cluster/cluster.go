@@ -1,8 +1,8 @@
 // Package cluster brings up a single-node nodekit cluster as a supervised process tree: `nodekit server`
-// (embedded etcd, API server, scheduler, controller manager), then `nodekit agent` (kubelet, managed
-// containerd, bundled images, nodekit-cni) and `nodekit proxy` (Services), all children of the same
-// binary. It waits for the API, then for the Node to be Ready, applies the demo workload and reports
-// the state; stopping it stops the children in reverse order. Down undoes everything it made on the host.
+// (embedded etcd, API server, scheduler, controller manager), then `nodekit agent` (kubelet, service
+// proxy, managed containerd, bundled images, nodekit-cni), both children of the same binary. It waits for
+// the API, then for the Node to be Ready, applies the demo workload and reports the state; stopping it
+// stops the children in reverse order. Down undoes everything it made on the host.
 //
 // This is the k3s shape (one binary, components as parts of one tree) with each component kept a separate
 // process, so each can be run, restarted and read on its own, as on a real node.
@@ -56,7 +56,7 @@ type Config struct {
 	// KubeletAddress and KubeletPort: the kubelet server (default 0.0.0.0:10250).
 	KubeletAddress string
 	KubeletPort    int
-	// ProxyMetricsAddr is the proxy's /healthz and /metrics address (default 127.0.0.1:10249).
+	// ProxyMetricsAddr is the agent's service proxy's /healthz and /metrics address (default 127.0.0.1:10249).
 	ProxyMetricsAddr string
 	// ImagesDir holds the bundled image archives the agent imports (default <DataDir>/images).
 	ImagesDir string
@@ -234,7 +234,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.waitAPI(ctx); err != nil {
 		return nil, err
 	}
-	// 2. The node: kubelet with its own node identity, and the proxy.
+	// 2. The node: the agent (kubelet and service proxy) with its own node identity.
 	nodeKubeconfig, err := c.writeNodeKubeconfig()
 	if err != nil {
 		return nil, err
@@ -244,9 +244,6 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		agentEnv = append(agentEnv, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	if err := c.startComponent("agent", c.agentArgs(nodeKubeconfig), agentEnv); err != nil {
-		return nil, err
-	}
-	if err := c.startComponent("proxy", c.proxyArgs(), nil); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the node to be Ready", "node", cfg.NodeName, "timeout", cfg.NodeTimeout)
@@ -327,17 +324,11 @@ func (c *Cluster) agentArgs(kubeconfig string) []string {
 	cfg := c.cfg
 	args := []string{"--kubeconfig", kubeconfig, "--node-name", cfg.NodeName, "--images-dir", cfg.ImagesDir,
 		"--cni-conf-dir", cfg.CNIConfDir, "--cluster-cidr", cfg.ClusterCIDR, "--address", cfg.KubeletAddress,
-		"--port", strconv.Itoa(cfg.KubeletPort), "--pod-logs-dir", cfg.PodLogsDir}
+		"--port", strconv.Itoa(cfg.KubeletPort), "--pod-logs-dir", cfg.PodLogsDir, "--proxy-metrics-bind-address", cfg.ProxyMetricsAddr}
 	if cfg.NodeIP != "" {
 		args = append(args, "--node-ip", cfg.NodeIP)
 	}
 	return args
-}
-
-func (c *Cluster) proxyArgs() []string {
-	cfg := c.cfg
-	return []string{"--kubeconfig", c.AdminKubeconfig, "--hostname-override", cfg.NodeName,
-		"--cluster-cidr", cfg.ClusterCIDR, "--metrics-bind-address", cfg.ProxyMetricsAddr}
 }
 
 // waitAPI waits for the admin kubeconfig and the API server's /readyz.
@@ -449,7 +440,7 @@ func (c *Cluster) Run(ctx context.Context) {
 	c.Stop()
 }
 
-// Stop stops the components in reverse start order (proxy, agent, server): SIGTERM, StopTimeout, SIGKILL,
+// Stop stops the components in reverse start order (agent, server): SIGTERM, StopTimeout, SIGKILL,
 // each on the PID it started. Pods keep running under their shims, as when a kubelet restarts; the
 // next Up adopts them, Down removes them. Idempotent.
 func (c *Cluster) Stop() {

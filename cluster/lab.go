@@ -21,8 +21,8 @@ import (
 )
 
 // LabConfig describes a multi-node lab on one host: a server in the host's network namespace and N
-// agent "nodes", each a network namespace wired to a lab bridge, with its own agent (kubelet and managed
-// containerd with its own root, state and socket), proxy, data and CNI config directories.
+// agent "nodes", each a network namespace wired to a lab bridge, with its own agent (kubelet, service
+// proxy, and managed containerd with its own root, state and socket), data and CNI config directories.
 type LabConfig struct {
 	// DataDir holds the server's data (DataDir/server), each node's (DataDir/nodes/<name>) and the
 	// logs. Required.
@@ -138,9 +138,10 @@ type Lab struct {
 }
 
 // LabUp builds the lab network (bridge, one namespace and veth per node), starts the server, then each
-// node's agent and proxy inside its namespace, waits for every node to be Ready and keeps the pod
-// routes (each node's podCIDR via its lab address) in every namespace and on the host. Stop (or ctx)
-// stops the processes; LabDown removes everything.
+// node's agent (kubelet and service proxy) inside its namespace, waits for every node to be Ready and
+// keeps the pod routes (each node's podCIDR via its lab address) in every namespace and on the host.
+// Join nodes get their namespace and data dir only. Stop (or ctx) stops the processes; LabDown removes
+// everything.
 func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := lc.complete(); err != nil {
 		return nil, err
@@ -222,10 +223,6 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		if err := l.start(spec{name: n.Name + "-agent", command: "agent", dataDir: n.DataDir, netns: n.Netns, env: env, args: []string{
 			"--kubeconfig", kubeconfig, "--node-name", n.Name, "--node-ip", n.IP, "--address", n.IP,
 			"--images-dir", cfg.ImagesDir, "--cni-conf-dir", netd, "--pod-logs-dir", pods, "--cluster-cidr", cfg.ClusterCIDR}}); err != nil {
-			return nil, err
-		}
-		if err := l.start(spec{name: n.Name + "-proxy", command: "proxy", dataDir: n.DataDir, netns: n.Netns, args: []string{
-			"--kubeconfig", l.AdminKubeconfig, "--hostname-override", n.Name, "--cluster-cidr", cfg.ClusterCIDR}}); err != nil {
 			return nil, err
 		}
 	}
@@ -390,12 +387,12 @@ func (l *Lab) Run(ctx context.Context) {
 	l.Stop()
 }
 
-// StopNode stops one node's agent and proxy (SIGTERM, then SIGKILL after the grace), as a node that
+// StopNode stops one node's agent (SIGTERM, then SIGKILL after the grace), as a node that
 // goes away: its Node turns NotReady and its pods are replaced elsewhere.
 func (l *Lab) StopNode(node string) error {
 	found := false
 	for _, c := range l.components {
-		if c.name == node+"-agent" || c.name == node+"-proxy" {
+		if c.name == node+"-agent" {
 			c.stop(l.cfg.StopTimeout)
 			found = true
 		}

@@ -33,7 +33,7 @@ func (c *Cluster) PrintSummary(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "  kubeconfig  %s\n", c.AdminKubeconfig)
 	fmt.Fprintf(w, "  kubectl     export KUBECONFIG=%s; kubectl get nodes,pods,svc -o wide\n", c.AdminKubeconfig)
 	fmt.Fprintf(w, "  runtime     nodekit%s crictl ps   (also: pods, images, logs, exec -it)\n", dd)
-	fmt.Fprintf(w, "  logs        %s/{server,agent,proxy}.log\n", filepath.Join(cfg.DataDir, "logs"))
+	fmt.Fprintf(w, "  logs        %s/{server,agent}.log\n", filepath.Join(cfg.DataDir, "logs"))
 	fmt.Fprintf(w, "  stop        Ctrl-C (pods keep running; 'nodekit up' resumes), 'nodekit%s down [--purge]' removes them\n\n", dd)
 	c.WriteStatus(ctx, w)
 }

@@ -12,8 +12,8 @@
 #
 # What it does: installs the host packages (containerd, runc, iptables, conntrack, ...), copies the
 # nodekit and nodekit-cni binaries to $PREFIX/bin, writes /etc/nodekit/<role>.env, installs the units of
-# hack/systemd and, when systemd runs, enables and starts them. A server also runs its own agent and
-# proxy, so it is a node too.
+# hack/systemd and, when systemd runs, enables and starts them. The agent runs the kubelet and the service
+# proxy. A server also runs its own agent, so it is a node too.
 #
 # Environment:
 #   NODEKIT_BIN_DIR   directory holding nodekit and nodekit-cni (default: bin/ of this checkout)
@@ -128,10 +128,7 @@ quote() {
 node_args=()
 [ -n "$node_name" ] && node_args+=(--node-name "$node_name")
 [ -n "$node_ip" ] && node_args+=(--node-ip "$node_ip")
-proxy_node=()
-[ -n "$node_name" ] && proxy_node+=(--hostname-override "$node_name")
-
-units=(nodekit-agent.service nodekit-proxy.service)
+units=(nodekit-agent.service)
 if [ "$role" = server ]; then
 	server_args=()
 	[ -n "$advertise" ] && server_args+=(--advertise-address "$advertise")
@@ -158,16 +155,22 @@ else
 fi
 umask 077
 {
-	echo "# nodekit agent and proxy settings (hack/install.sh)"
+	echo "# nodekit agent settings (hack/install.sh)"
 	echo "NODEKIT_DATA_DIR=$data_dir"
 	echo "NODEKIT_AGENT_ARGS=$(quote "${agent_args[@]}")"
 	if [ -n "$token" ]; then
 		echo "NODEKIT_TOKEN=$token"
 		echo "NODEKIT_CA_HASH=$ca_hash"
 	fi
-	echo "NODEKIT_PROXY_ARGS=$(quote --kubeconfig "$agent_kubeconfig" "${proxy_node[@]}")"
 } >"$etc_dir/agent.env"
 umask 022
+# The agent runs the service proxy now: stop and remove an older install's nodekit-proxy.service.
+if [ -e "$unit_dir/nodekit-proxy.service" ]; then
+	if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
+		systemctl disable --now nodekit-proxy.service || true
+	fi
+	rm -f "$unit_dir/nodekit-proxy.service"
+fi
 for u in "${units[@]}"; do
 	sed "s|/usr/local/bin/nodekit|$prefix/bin/nodekit|" "$here/systemd/$u" >"$unit_dir/$u"
 	chmod 0644 "$unit_dir/$u"

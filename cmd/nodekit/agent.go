@@ -45,6 +45,7 @@ type agentFlags struct {
 	server, kubeconfig, nodeName, nodeIP, nodeLabels, rootDir string
 	cniBinDir, cniConfDir, clusterCIDR, imagesDir             string
 	join                                                      joinFlags
+	proxy                                                     proxyFlags
 	kubelet                                                   *kubeletconfig.Flags
 }
 
@@ -52,7 +53,7 @@ func init() {
 	var f agentFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run the node agent: the kubelet (node registration, heartbeats, pods over CRI, :10250 server) on containerd",
+		Short: "Run the node agent: the kubelet (node registration, heartbeats, pods over CRI, :10250 server) on containerd, and the service proxy",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -72,6 +73,7 @@ func init() {
 	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&f.imagesDir, "images-dir", "", "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")
 	f.join.addFlags(fs)
+	f.proxy.addFlags(fs)
 	f.kubelet = kubeletconfig.AddFlags(fs)
 	root.AddCommand(cmd)
 }
@@ -222,11 +224,18 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	if err != nil {
 		return err
 	}
+	px, err := f.proxy.build(client, nodeName, f.clusterCIDR)
+	if err != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ns.Run(gctx) })
 	g.Go(func() error { return kl.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx) })
+	if px != nil {
+		g.Go(func() error { return px.Run(gctx) })
+	}
 	notifySystemd(gctx, "agent", ns.Registered())
 	if kc.StaticPodPath != "" {
 		sink, _ := any(kl).(static.Sink)

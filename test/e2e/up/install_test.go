@@ -46,11 +46,12 @@ func TestShellcheckScripts(t *testing.T) {
 }
 
 // TestSystemdUnits checks the units with systemd-analyze verify (no warning allowed) and their key
-// settings: Type=notify for server and agent, a restart policy, limits, KillMode=process for the agent.
+// settings: Type=notify, a restart policy, limits, KillMode=process for the agent (which runs the
+// service proxy too: there is no proxy unit).
 func TestSystemdUnits(t *testing.T) {
 	units, _ := filepath.Glob(filepath.Join(hackDir(t), "systemd", "*.service"))
-	if len(units) != 3 {
-		t.Fatalf("want the server, agent and proxy units, found %v", units)
+	if len(units) != 2 {
+		t.Fatalf("want the server and agent units, found %v", units)
 	}
 	exe, _ := os.Executable() // any existing executable stands in for /usr/local/bin/nodekit
 	tmp := t.TempDir()
@@ -61,10 +62,8 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		s := string(b)
 		name := filepath.Base(u)
-		want := []string{"Restart=always", "RestartSec=", "LimitNOFILE=1048576", "EnvironmentFile=-/etc/nodekit/", "WantedBy=multi-user.target"}
-		if name != "nodekit-proxy.service" {
-			want = append(want, "Type=notify", "NotifyAccess=main", "TasksMax=infinity", "--data-dir ${NODEKIT_DATA_DIR}")
-		}
+		want := []string{"Restart=always", "RestartSec=", "LimitNOFILE=1048576", "EnvironmentFile=-/etc/nodekit/", "WantedBy=multi-user.target",
+			"Type=notify", "NotifyAccess=main", "TasksMax=infinity", "--data-dir ${NODEKIT_DATA_DIR}"}
 		if name == "nodekit-agent.service" {
 			want = append(want, "KillMode=process", "Delegate=yes")
 		}
@@ -117,7 +116,7 @@ func TestInstallScript(t *testing.T) {
 			t.Errorf("%s: %v (mode %v)", f, err, fi)
 		}
 	}
-	for _, u := range []string{"nodekit-server.service", "nodekit-agent.service", "nodekit-proxy.service"} {
+	for _, u := range []string{"nodekit-server.service", "nodekit-agent.service"} {
 		if !strings.Contains(read(filepath.Join(srv, "etc/systemd/system", u)), "ExecStart=/usr/local/bin/nodekit ") {
 			t.Errorf("%s not installed with the nodekit binary path", u)
 		}
@@ -141,8 +140,7 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("install.sh agent: %v\n%s", err, out)
 	}
 	env := read(filepath.Join(agent, "etc/nodekit/agent.env"))
-	for _, w := range []string{`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /etc/nodekit/agent.kubeconfig --node-name agent1 --node-ip 192.168.56.11"`,
-		`NODEKIT_PROXY_ARGS="--kubeconfig /etc/nodekit/agent.kubeconfig --hostname-override agent1"`} {
+	for _, w := range []string{`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /etc/nodekit/agent.kubeconfig --node-name agent1 --node-ip 192.168.56.11"`} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent.env lacks %s:\n%s", w, env)
 		}
@@ -152,6 +150,17 @@ func TestInstallScript(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(agent, "etc/systemd/system/nodekit-server.service")); err == nil {
 		t.Error("an agent install must not install the server unit")
+	}
+	// Reinstalling over an install that had nodekit-proxy.service removes it (the agent runs the proxy).
+	old := filepath.Join(agent, "etc/systemd/system/nodekit-proxy.service")
+	if err := os.WriteFile(old, []byte("[Service]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(agent, "agent", "--server", "https://192.168.56.10:6443", "--kubeconfig", kc); err != nil {
+		t.Fatalf("install.sh agent again: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old nodekit-proxy.service is still installed (%v)", err)
 	}
 
 	for _, c := range []struct {

@@ -347,8 +347,7 @@ func TestInstallScriptToken(t *testing.T) {
 	}
 	env := string(b)
 	for _, w := range []string{"NODEKIT_TOKEN=" + token + "\n", "NODEKIT_CA_HASH=" + hash + "\n",
-		`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --node-name agent1"`,
-		`NODEKIT_PROXY_ARGS="--kubeconfig /var/lib/nk/kubelet.kubeconfig --hostname-override agent1"`} {
+		`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --node-name agent1"`} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent.env lacks %q:\n%s", w, env)
 		}

@@ -1,5 +1,5 @@
 // Package up is the end-to-end test of `nodekit up` and `nodekit down --purge`: the real binary, a real
-// embedded etcd and API server, the agent with its managed containerd, nodekit-cni and the iptables proxy,
+// embedded etcd and API server, the agent with its managed containerd, nodekit-cni and its iptables proxy,
 // on this host.
 //
 // Environment: NODEKIT_BIN names a directory holding prebuilt nodekit and nodekit-cni (default: built
@@ -130,7 +130,7 @@ func TestUpDemoAndPurge(t *testing.T) {
 	})
 	rt.Close()
 
-	// SIGINT: up stops its children (proxy, agent, server) and exits 0.
+	// SIGINT: up stops its children (agent, server) and exits 0.
 	up.interrupt(t)
 
 	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods.
@@ -279,12 +279,12 @@ func (u *upProc) interrupt(t *testing.T) {
 	if u.exitErr != nil {
 		t.Errorf("nodekit up after SIGINT: %v\n%s", u.exitErr, tail(u.errb.String(), 40))
 	}
-	for _, comp := range []string{"proxy", "agent", "server"} {
+	for _, comp := range []string{"agent", "server"} {
 		if !regexp.MustCompile(`msg="component stopped" proc=` + comp + ` pid=\d+ status="exit status 0"`).MatchString(u.errb.String()) {
 			t.Errorf("nodekit up did not report %s stopped with status 0:\n%s", comp, tail(u.errb.String(), 30))
 		}
 	}
-	// Reverse order: the proxy and the agent stop before the server.
+	// Reverse order: the agent stops before the server.
 	log := u.errb.String()
 	if a, s := strings.Index(log, `"stopping component" proc=agent`), strings.Index(log, `"stopping component" proc=server`); a < 0 || s < 0 || a > s {
 		t.Errorf("components not stopped agent-before-server:\n%s", tail(log, 30))
@@ -581,7 +581,7 @@ func (e *env) dumpLogs(t *testing.T) {
 		return
 	}
 	e.dumped = true
-	for _, c := range []string{"server", "agent", "proxy"} {
+	for _, c := range []string{"server", "agent"} {
 		b, err := os.ReadFile(filepath.Join(e.dataDir, "logs", c+".log"))
 		if err != nil {
 			continue
