@@ -7,8 +7,10 @@
 //  1. Discovery: GET /api/v1/namespaces/kube-public/configmaps/cluster-info anonymously over TLS that is
 //     not yet verified (the CA is not known yet); its "kubeconfig" key holds the cluster's
 //     certificate-authority-data.
-//  2. Pinning: the CA is trusted only if the sha256 of its DER SubjectPublicKeyInfo equals --ca-hash
-//     (kubeadm's --discovery-token-ca-cert-hash). The token is never sent before that.
+//  2. Verification: the ConfigMap's jws-kubeconfig-<token id> (a detached JWS the control plane's
+//     bootstrap signer computes with the token secret) must verify with our token, and the CA is trusted
+//     only if the sha256 of its DER SubjectPublicKeyInfo equals --ca-hash (kubeadm's
+//     --discovery-token-ca-cert-hash). The token is never sent before both hold.
 //  3. TLS bootstrapping: over TLS verified with that CA, authenticated by the bootstrap token (user
 //     system:bootstrap:<id>, group system:bootstrappers), the node submits a CertificateSigningRequest
 //     for signer kubernetes.io/kube-apiserver-client-kubelet with subject CN=system:node:<name>,
@@ -48,6 +50,7 @@ import (
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/nodekit/nodekit/internal/certutil"
@@ -113,9 +116,10 @@ func (c *Config) complete() error {
 
 // Join makes c.Kubeconfig a working node kubeconfig. If the file already holds a client certificate
 // for this node that is valid now, it does nothing (an agent restart); otherwise it runs discovery,
-// pinning and TLS bootstrapping (see the package doc) and writes the file. Errors name the flag at
-// fault and the reason: a malformed --token or --ca-hash, an unreachable --server, a CA that does not
-// match --ca-hash, a token the server rejects, a CSR not signed within CertificateTimeout.
+// verification and TLS bootstrapping (see the package doc) and writes the file. Errors name the flag at
+// fault and the reason: a malformed --token or --ca-hash, an unreachable --server, a token the server
+// signed no cluster-info for or whose signature does not verify, a CA that does not match --ca-hash, a
+// token the server rejects, a CSR not approved or not signed within CertificateTimeout.
 func Join(ctx context.Context, c Config) error {
 	if err := c.complete(); err != nil {
 		return err
@@ -157,13 +161,23 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 	if err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
 	}
-	var data string
+	id, secret, _ := strings.Cut(c.Token, ".")
+	sigKey := bootstrapapi.JWSSignatureKeyPrefix + id
+	var data, sig string
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, c.DiscoveryTimeout, true, func(ctx context.Context) (bool, error) {
 		cm, err := anon.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, bootstrapapi.ConfigMapClusterInfo, metav1.GetOptions{})
 		switch {
+		case err == nil && cm.Data[sigKey] == "":
+			// The bootstrap signer signs cluster-info for a new token shortly after it is created.
+			err = fmt.Errorf("%s/%s carries no signature for token id %q", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, id)
+			if lastErr == nil || lastErr.Error() != err.Error() {
+				log.Warn("discovery: waiting for the token's signature", "err", err)
+			}
+			lastErr = err
+			return false, nil
 		case err == nil:
-			data = cm.Data[bootstrapapi.KubeConfigKey]
+			data, sig = cm.Data[bootstrapapi.KubeConfigKey], cm.Data[sigKey]
 			return true, nil
 		case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 			return false, fmt.Errorf("--server %s: the server does not publish %s/%s to anonymous clients: %v", c.Server, metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, err)
@@ -176,10 +190,18 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 		}
 	})
 	if err != nil {
-		if lastErr != nil && wait.Interrupted(err) {
+		switch {
+		case lastErr != nil && wait.Interrupted(err) && strings.Contains(lastErr.Error(), "no signature for token id"):
+			return nil, fmt.Errorf("--token: %v after %s: the token is unknown or expired (or the server runs no bootstrap signer)", lastErr, c.DiscoveryTimeout)
+		case lastErr != nil && wait.Interrupted(err):
 			return nil, fmt.Errorf("--server %s: unreachable for %s: %w", c.Server, c.DiscoveryTimeout, lastErr)
 		}
 		return nil, err
+	}
+	// The signature proves that whoever serves cluster-info knows the token secret (kubeadm's token
+	// discovery); the CA pin below proves it is the cluster we mean.
+	if !jws.DetachedTokenIsValid(sig, data, id, secret) {
+		return nil, fmt.Errorf("--token: the server's cluster-info signature for token id %q does not verify with this token's secret (mistyped token?): refusing to trust it", id)
 	}
 	cfg, err := clientcmd.Load([]byte(data))
 	if err != nil {

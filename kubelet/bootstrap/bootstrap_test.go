@@ -34,6 +34,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kcert "k8s.io/client-go/util/cert"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
 
 	"github.com/nodekit/nodekit/internal/certutil"
 )
@@ -80,6 +81,8 @@ type fakeAPI struct {
 	ca        *testCA // signs CSRs and the serving certificate
 	published []byte  // CA PEM published in cluster-info
 	approve   bool
+	unsigned  bool // cluster-info carries no JWS for goodToken
+	denyToken bool // the token is refused (401) although cluster-info is signed with it
 
 	mu   sync.Mutex
 	auth []string // "<method> <path> <Authorization>"
@@ -125,9 +128,18 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		kc := clientcmdapi.NewConfig()
 		kc.Clusters[""] = &clientcmdapi.Cluster{Server: "https://" + r.Host, CertificateAuthorityData: f.published}
 		data, _ := clientcmd.Write(*kc)
+		cm := map[string]string{bootstrapapi.KubeConfigKey: string(data)}
+		if !f.unsigned {
+			id, secret, _ := strings.Cut(goodToken, ".")
+			sig, err := jws.ComputeDetachedSignature(string(data), id, secret)
+			if err != nil {
+				f.t.Error(err)
+			}
+			cm[bootstrapapi.JWSSignatureKeyPrefix+id] = sig
+		}
 		writeJSON(w, 200, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-			ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: metav1.NamespacePublic}, Data: map[string]string{bootstrapapi.KubeConfigKey: string(data)}})
-	case r.Header.Get("Authorization") != "Bearer "+goodToken:
+			ObjectMeta: metav1.ObjectMeta{Name: bootstrapapi.ConfigMapClusterInfo, Namespace: metav1.NamespacePublic}, Data: cm})
+	case r.Header.Get("Authorization") != "Bearer "+goodToken || f.denyToken:
 		writeJSON(w, 401, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: metav1.StatusReasonUnauthorized, Code: 401, Message: "Unauthorized"})
 	case r.Method == http.MethodPost && r.URL.Path == csrPath:
 		body, _ := io.ReadAll(r.Body)
@@ -295,7 +307,8 @@ func TestJoinErrors(t *testing.T) {
 		{"short hash", func(c *Config) { c.CAHash = "sha256:abcd" }, "64 hex digits"},
 		{"http server", func(c *Config) { c.Server = strings.Replace(c.Server, "https", "http", 1) }, "--server: "},
 		{"unreachable", func(c *Config) { c.Server, c.DiscoveryTimeout = closedURL, 3*time.Second }, "--server " + closedURL + ": unreachable for 3s"},
-		{"wrong token", func(c *Config) { c.Token = "abcdef.ffffffffffffffff" }, "--token: token rejected by the server"},
+		{"wrong secret", func(c *Config) { c.Token = "abcdef.ffffffffffffffff" }, `--token: the server's cluster-info signature for token id "abcdef" does not verify`},
+		{"unknown id", func(c *Config) { c.Token, c.DiscoveryTimeout = "zzzzzz.0123456789abcdef", 3*time.Second }, `--token: kube-public/cluster-info carries no signature for token id "zzzzzz" after 3s`},
 		{"not approved", func(c *Config) { c.CertificateTimeout = 2 * time.Second }, "was not approved within 2s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -312,6 +325,19 @@ func TestJoinErrors(t *testing.T) {
 				t.Errorf("kubeconfig written: %v", err)
 			}
 		})
+	}
+}
+
+// TestJoinTokenRejected: a token that signs cluster-info but that the server refuses (401) is named.
+func TestJoinTokenRejected(t *testing.T) {
+	ca := newCA(t, "nodekit-ca")
+	f := &fakeAPI{t: t, ca: ca, published: ca.pem, denyToken: true}
+	cfg := joinCfg(t, f.start().URL, ca)
+	if err := Join(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "--token: token rejected by the server") {
+		t.Fatalf("err = %v, want the token named as rejected", err)
+	}
+	if _, err := os.Stat(cfg.Kubeconfig); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig written: %v", err)
 	}
 }
 

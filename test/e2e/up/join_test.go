@@ -35,8 +35,9 @@ var (
 // systemd); the test then starts the agent exactly as the installed unit would (its ExecStart, expanded
 // with its EnvironmentFile) inside the node's namespace. The Node registers and turns Ready with a client
 // certificate CN=system:node:<name>, O=system:nodes issued by the cluster CA through a CSR, a pod
-// scheduled there runs; a wrong token and a wrong CA hash fail with errors naming them and leave no Node
-// and no kubeconfig; `lab down` leaves nothing behind.
+// scheduled there runs; a wrong token secret (cluster-info's JWS does not verify), a token the API
+// server refuses (signing usage only: 401) and a wrong CA hash fail with errors naming them and leave no
+// Node and no kubeconfig; `lab down` leaves nothing behind.
 func TestLabJoin(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("nodekit lab needs root (netns, bridge, containerd)")
@@ -171,11 +172,18 @@ func TestLabJoin(t *testing.T) {
 		return p.Spec.NodeName == node.Name && p.Status.Phase == v1.PodRunning && podReady(p), fmt.Sprintf("node %q phase %s", p.Spec.NodeName, p.Status.Phase)
 	})
 
-	// Wrong credentials: a wrong token secret, then a wrong CA hash. The agent fails with an error naming
-	// the flag; no Node, no kubeconfig.
+	// Wrong credentials: a wrong token secret, a token valid for signing cluster-info only (the API server
+	// refuses it: 401), a wrong CA hash. The agent fails with an error naming the flag; no Node, no
+	// kubeconfig.
 	id := strings.SplitN(token, ".", 2)[0]
+	sc, err := exec.Command(nodekit, "token", "create", "--kubeconfig", adminKubeconfig, "--usages", "signing").CombinedOutput()
+	signingOnly := tokenRE.FindString(string(sc))
+	if err != nil || signingOnly == "" {
+		t.Fatalf("nodekit token create --usages signing: %v\n%s", err, sc)
+	}
 	for _, c := range []struct{ name, token, hash, want string }{
-		{"wrong token", id + ".0000000000000000", caHash, "--token: token rejected by the server"},
+		{"wrong token secret", id + ".0000000000000000", caHash, `--token: the server's cluster-info signature for token id "` + id + `" does not verify`},
+		{"token not for authentication", signingOnly, caHash, "--token: token rejected by the server"},
 		{"wrong CA hash", token, "sha256:" + strings.Repeat("ab", 32), "--ca-hash sha256:" + strings.Repeat("ab", 32) + " does not match"},
 	} {
 		bad := node.Name + "-bad"
