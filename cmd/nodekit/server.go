@@ -57,6 +57,7 @@ func init() {
 	f.IntVar(&o.controllers.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's podCIDR")
 	f.DurationVar(&o.controllers.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "a node whose lease is not renewed for this long becomes NotReady (Unknown)")
 	f.DurationVar(&o.controllers.NodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often node health and pod evictions are checked")
+	f.DurationVar(&o.controllers.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "longest lifetime of the certificates csrsigning issues")
 	f.StringSliceVar(&o.controllers.Controllers, "controllers", nil, "controllers to run (default: all)")
 	root.AddCommand(cmd)
 }
@@ -79,7 +80,9 @@ func runServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := startControllers(ctx, api.KubeconfigPath); err != nil {
+	// csrsigning signs node client certificates (token joins) with the cluster CA the API server trusts.
+	o.controllers.ClusterSigner = api.CA
+	if err := startControllers(ctx, api.KubeconfigPath, o.controllers); err != nil {
 		return err
 	}
 	notifySystemd(ctx, "server", apiServing(ctx, api.KubeconfigPath))
@@ -89,7 +92,7 @@ func runServer(ctx context.Context) error {
 // startControllers starts the scheduler and the controller manager as ordinary API clients on the admin
 // kubeconfig: they reach etcd only through the API server, and their informers retry until it serves.
 // A control loop that exits with an error is logged; the API server keeps serving.
-func startControllers(ctx context.Context, kubeconfig string) error {
+func startControllers(ctx context.Context, kubeconfig string, opts controllers.Options) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
@@ -106,7 +109,7 @@ func startControllers(ctx context.Context, kubeconfig string) error {
 		}
 	}()
 	go func() {
-		if err := controllers.Run(ctx, client, serverFlags.controllers); err != nil && ctx.Err() == nil {
+		if err := controllers.Run(ctx, client, opts); err != nil && ctx.Err() == nil {
 			slog.Error("controller manager stopped", "err", err)
 		}
 	}()
