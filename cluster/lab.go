@@ -467,6 +467,10 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 		}
 		_ = exec.Command("ip", "link", "del", n.HostIf).Run()
 	}
+	// The shims of the pods just removed exit on their own, shortly after their containerd stops.
+	if left := waitProcessesGone(dd, 15*time.Second); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("processes still use %s after 15s: pids %v", dd, left))
+	}
 	// The server made nothing outside its data dir; the host routes via the lab bridge go with it.
 	if out, err := exec.Command("ip", "link", "del", st.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find") {
 		errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", st.Bridge, err, out))
@@ -491,6 +495,49 @@ func processUsesPrefix(pid int, dir string) bool {
 		}
 	}
 	return false
+}
+
+// waitProcessesGone waits up to timeout until no process names dir on its command line (this process
+// and its ancestors, e.g. a shell running `lab down`, aside) and returns the PIDs still left.
+func waitProcessesGone(dir string, timeout time.Duration) []int {
+	self := map[int]bool{}
+	for pid := os.Getpid(); pid > 1 && !self[pid]; pid = parentPID(pid) {
+		self[pid] = true
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var left []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || self[pid] {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if cl := string(b); err == nil && (strings.Contains(cl, dir+"/") || strings.Contains(cl, dir+"\x00")) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// parentPID reads pid's parent from /proc/<pid>/stat (0 if unknown).
+func parentPID(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses, so split after the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // netnsPath is where `ip netns add` pins the named network namespace.
