@@ -350,12 +350,22 @@ func (l *Lab) printSummary(ctx context.Context) {
 	fmt.Fprintf(w, "  exec     nodekit lab --data-dir %s exec %s -- ip addr\n", l.cfg.DataDir, l.state.Nodes[0].Name)
 	fmt.Fprintf(w, "  down     nodekit lab --data-dir %s down\n", l.cfg.DataDir)
 	for _, n := range l.state.Nodes {
-		if n.Join {
-			fmt.Fprintf(w, "  join     nodekit token create --kubeconfig %s; nodekit lab --data-dir %s exec %s -- env NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
-				"             hack/install.sh agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
-				l.AdminKubeconfig, l.cfg.DataDir, n.Name, n.DataDir, filepath.Dir(l.cfg.Executable), l.rest.Host, n.Name, n.IP,
-				strings.Join(n.JoinArgs, " "))
+		if !n.Join {
+			continue
 		}
+		// As on a real machine, but installed under the node's data dir (the namespaces share the host's
+		// file system) and started by hand the way the unit would (no systemd in a lab node).
+		bin, root := filepath.Dir(l.cfg.Executable), filepath.Join(n.DataDir, "root")
+		path := ""
+		if l.cfg.Containerd != "" {
+			path = "PATH=" + filepath.Dir(l.cfg.Containerd) + ":$PATH "
+		}
+		fmt.Fprintf(w, "  join     nodekit token create --kubeconfig %s   # prints TOKEN and the sha256:HASH\n", l.AdminKubeconfig)
+		fmt.Fprintf(w, "           nodekit lab --data-dir %s exec %s -- env DESTDIR=%s NODEKIT_SKIP_DEPS=1 NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
+			"             hack/install.sh agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
+			l.cfg.DataDir, n.Name, root, n.DataDir, bin, l.rest.Host, n.Name, n.IP, strings.Join(n.JoinArgs, " "))
+		fmt.Fprintf(w, "           nodekit lab --data-dir %s exec %s -- sh -c 'set -a; . %s/etc/nodekit/agent.env; %sexec %s/usr/local/bin/nodekit agent --data-dir \"$NODEKIT_DATA_DIR\" $NODEKIT_AGENT_ARGS'\n",
+			l.cfg.DataDir, n.Name, root, path, root)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
