@@ -25,8 +25,8 @@ import (
 // TestLab runs `nodekit lab up --nodes 3` and asserts the pod creation workflow across nodes: pods pinned
 // to two nodes talk pod-to-pod across the lab bridge, the demo Service answers from a third node's
 // namespace with every backend, a frozen node (its agent SIGSTOPped: no more heartbeats) turns NotReady
-// and its demo pods are replaced on the other nodes; `lab down` leaves no namespace, interface, process
-// or data behind.
+// and its demo pods are replaced on the other nodes, thawed it is Ready again and removes the pods
+// evicted meanwhile; `lab down` leaves no namespace, interface, process or data behind.
 func TestLab(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("nodekit lab needs root (netns, bridge, containerd)")
@@ -152,8 +152,20 @@ func TestLab(t *testing.T) {
 	e.waitFor(t, client, 3*time.Minute, "3 Ready demo pods off the lost node", func() (bool, string) {
 		return readyOff(ctx, client, lost.Name)
 	})
+	// Thawed, the node comes back Ready and its kubelet finishes the pods evicted meanwhile.
 	_ = syscall.Kill(frozen, syscall.SIGCONT)
 	frozen = 0
+	e.waitFor(t, client, 2*time.Minute, lost.Name+" Ready again with its evicted pods gone", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, lost.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + lost.Name})
+		if err != nil {
+			return false, err.Error()
+		}
+		return nodeReady(n) && len(pods.Items) == 0, fmt.Sprintf("Ready=%v, %d pods left", nodeReady(n), len(pods.Items))
+	})
 
 	// lab down: nothing left.
 	l.downAndAssertGone(st)
