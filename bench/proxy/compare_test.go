@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,12 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/proxy/state"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
@@ -151,7 +158,8 @@ func runNodekit(t *testing.T, c kubernetes.Interface, n int) [2]time.Duration {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	waitUntil(t, "nodekit full sync", func() bool { s := p.Applied(); return s != nil && len(s.Ports) == n })
+	// The API server's own "kubernetes" Service is synced too; wait for all n of the bench namespace.
+	waitUntil(t, "nodekit full sync", func() bool { return benchPorts(p.Applied()) == n })
 	full := <-syncs // the first sync runs after the caches synced: all n Services
 	time.Sleep(3 * time.Second)
 	for len(syncs) > 0 { // the informers' initial events cause one more (no-op) sync
@@ -160,6 +168,20 @@ func runNodekit(t *testing.T, c kubernetes.Interface, n int) [2]time.Duration {
 	change(t, c, n/2, 1)
 	one := <-syncs
 	return [2]time.Duration{full, one}
+}
+
+// benchPorts counts the Service ports of the bench namespace in snap (nil: none synced yet).
+func benchPorts(snap *state.Snapshot) int {
+	if snap == nil {
+		return 0
+	}
+	n := 0
+	for _, sp := range snap.Ports {
+		if sp.Name.Namespace == "bench" {
+			n++
+		}
+	}
+	return n
 }
 
 var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete" elapsed="([0-9.]+[a-zµ]+)"`)
@@ -172,11 +194,15 @@ func runUpstream(t *testing.T, c kubernetes.Interface, bin, kubeconfig string, n
 		t.Fatal(err)
 	}
 	defer func() { _ = netNS.Close(); _ = testutils.UnmountNS(netNS) }()
+	// kube-proxy runs wholly inside the namespace; it reaches the API server through a loopback relay there.
+	kubeconfig = relayKubeconfig(t, netNS, kubeconfig)
 	ctx, cancel := context.WithCancel(context.Background())
+	// Port 0 is refused by kube-proxy's validation; the fixed ports are bound inside its own namespace.
 	cmd := exec.CommandContext(ctx, "nsenter", "--net="+netNS.Path(), bin,
 		"--kubeconfig", kubeconfig, "--proxy-mode", "iptables", "--hostname-override", "bench-node",
-		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0", "--min-sync-period", "1s", "--sync-period", "1h",
-		"--metrics-bind-address", "127.0.0.1:0", "--healthz-bind-address", "127.0.0.1:0", "--v", "2")
+		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0",
+		"--iptables-min-sync-period", "1s", "--iptables-sync-period", "1h",
+		"--metrics-bind-address", "0.0.0.0:10249", "--healthz-bind-address", "0.0.0.0:10256", "--v", "2")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +217,9 @@ func runUpstream(t *testing.T, c kubernetes.Interface, bin, kubeconfig string, n
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			l := sc.Text()
+			if strings.HasPrefix(l, "E") || strings.HasPrefix(l, "F") || strings.HasPrefix(l, "Error") {
+				t.Log("kube-proxy:", l) // errors stay visible when it exits early
+			}
 			if m := elapsedRE.FindStringSubmatch(l); m != nil {
 				d, _ := time.ParseDuration(m[1])
 				syncs <- d
@@ -226,6 +255,64 @@ func runUpstream(t *testing.T, c kubernetes.Interface, bin, kubeconfig string, n
 		t.Fatal("kube-proxy did not apply the change")
 	}
 	return [2]time.Duration{}
+}
+
+// relayKubeconfig listens on 127.0.0.1 inside netNS, forwards each connection to the API server of
+// kubeconfig in the host namespace, and returns a copy of kubeconfig pointing at the relay (the server
+// certificate covers 127.0.0.1, so TLS verifies unchanged). The listener closes with the test.
+func relayKubeconfig(t *testing.T, netNS ns.NetNS, kubeconfig string) string {
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	err = netNS.Do(func(ns.NetNS) error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return err
+		}
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("relay in the kube-proxy namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	for name, c := range cfg.Clusters {
+		u, err := url.Parse(c.Server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := u.Host
+		go func() {
+			for {
+				in, err := ln.Accept()
+				if err != nil {
+					return // the test ended
+				}
+				go func() {
+					defer in.Close()
+					out, err := net.Dial("tcp", target) // from the host namespace
+					if err != nil {
+						return
+					}
+					defer out.Close()
+					go func() { _, _ = io.Copy(out, in) }()
+					_, _ = io.Copy(in, out)
+				}()
+			}
+		}()
+		cfg.Clusters[name].Server = "https://" + ln.Addr().String()
+		break // the test API server's kubeconfig has one cluster
+	}
+	path := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func waitUntil(t *testing.T, what string, ok func() bool) {

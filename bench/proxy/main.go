@@ -35,6 +35,7 @@ import (
 func main() {
 	sizes := flag.String("services", "1000,10000", "comma-separated Service counts")
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
+	flag.IntVar(&batchChains, "batch-chains", 0, "chains per iptables-restore run (0: the proxy's default, -1: one run per sync)")
 	flag.Parse()
 	// An interrupted run (a 10k sync can take minutes on a loaded box) ends iptables-restore and still
 	// removes its namespace.
@@ -52,6 +53,8 @@ func main() {
 		}
 	}
 }
+
+var batchChains int
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "proxy-bench:", err)
@@ -104,7 +107,7 @@ func run(ctx context.Context, n, changes int) error {
 	svcs, slices := objects(n)
 	return node.Do(func(ns.NetNS) error {
 		opts := state.Options{NodeName: "bench-node"}
-		s, err := iptables.New(iptables.Config{}, nil)
+		s, err := iptables.New(iptables.Config{BatchChains: batchChains}, nil)
 		if err != nil {
 			return err
 		}
@@ -119,9 +122,10 @@ func run(ctx context.Context, n, changes int) error {
 			return err
 		}
 		// Each figure is printed as soon as it is measured: a 10k run can take many minutes on a loaded box.
-		fmt.Printf("%d services (%d rules): first sync %s\n", n, res.Rules["nat"]+res.Rules["filter"], first.Round(time.Millisecond))
+		fmt.Printf("%d services (%d rules, %d chains, %d iptables-restore runs): first sync %s\n", n,
+			res.Rules["nat"]+res.Rules["filter"], res.ChainsWritten, res.Batches, first.Round(time.Millisecond))
 		// A restart: a new Syncer rewrites every chain over the existing ones.
-		s2, err := iptables.New(iptables.Config{}, nil)
+		s2, err := iptables.New(iptables.Config{BatchChains: batchChains}, nil)
 		if err != nil {
 			return err
 		}

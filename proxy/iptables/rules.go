@@ -43,6 +43,23 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// LocalhostNodePorts makes NodePorts answer on 127.0.0.0/8 too (needs route_localnet, set by the Syncer).
 	LocalhostNodePorts bool
+	// BatchChains caps the chains one iptables-restore run declares (see splitBatches); 0 means
+	// DefaultBatchChains, negative means no cap (every sync is one run).
+	BatchChains int
+}
+
+// DefaultBatchChains is the default Config.BatchChains: large enough that any sync of up to ~500 Services is
+// a single transaction, small enough that iptables-nft-restore's per-run cost stays near linear.
+const DefaultBatchChains = 2000
+
+func (c Config) batchChains() int {
+	switch {
+	case c.BatchChains == 0:
+		return DefaultBatchChains
+	case c.BatchChains < 0:
+		return 0
+	}
+	return c.BatchChains
 }
 
 // jump is a rule in a built-in chain that hands packets to a nodekit chain.
