@@ -584,8 +584,9 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 }
 
 // Cleanup removes every pod sandbox and container through CRI (cri.Client.RemoveAll, which also tears
-// down pod network namespaces), stops containerd, and detaches any mount left under its root and state
-// directories. It leaves the directories in place. It refuses to run against an external endpoint,
+// down pod network namespaces), stops containerd, kills any shim of this containerd still running (by
+// its -address, see Shims: an orphan containerd lost track of), and detaches any mount left under its
+// root and state directories. It leaves the directories in place. It refuses to run against an external endpoint,
 // whose pods are not nodekit's to delete.
 func (s *Supervisor) Cleanup(ctx context.Context) error {
 	if !s.Managed() {
@@ -604,6 +605,12 @@ func (s *Supervisor) Cleanup(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, s.Stop(ctx))
+	// Every pod is gone, so any shim of this containerd still alive is an orphan no containerd will stop.
+	killed, err := killShims(s.cfg.Address, 5*time.Second)
+	if len(killed) > 0 {
+		s.log.Warn("killed orphaned shims", "pids", killed, "address", s.cfg.Address)
+	}
+	errs = append(errs, err)
 	for _, dir := range []string{s.cfg.State, s.cfg.Root} {
 		if err := UnmountAll(dir); err != nil {
 			errs = append(errs, err)

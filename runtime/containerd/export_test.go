@@ -1,0 +1,4 @@
+package containerd
+
+// ChildPIDs exposes childPIDs to the external tests.
+var ChildPIDs = childPIDs
