@@ -374,8 +374,8 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, s *PodStatus, grace 
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
-		if _, err := m.opts.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("StopPodSandbox %s: %w", sb.Id, err))
+		if err := m.stopSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -403,12 +403,12 @@ func (m *Manager) RemovePod(ctx context.Context, pod *v1.Pod) error {
 		return errors.Join(append(errs, fmt.Errorf("ListPodSandbox: %w", err))...)
 	}
 	for _, sb := range sbs.Items {
-		if _, err := m.opts.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("StopPodSandbox %s: %w", sb.Id, err))
+		if err := m.stopSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		if _, err := m.opts.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("RemovePodSandbox %s: %w", sb.Id, err))
+		if err := m.removeSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -102,4 +103,36 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 		return "", nil, fmt.Errorf("RunPodSandbox: %w", err)
 	}
 	return resp.PodSandboxId, cfg, nil
+}
+
+// SandboxTeardownTimeout bounds one StopPodSandbox or RemovePodSandbox call of the kubelet, which runs
+// to completion even when its caller's context is cancelled (the agent shutting down mid-kill).
+const SandboxTeardownTimeout = 30 * time.Second
+
+// teardownContext is ctx's values without its cancellation, bounded by SandboxTeardownTimeout, as
+// upstream kubelet does for its runtime calls: a StopPodSandbox cancelled after the runtime has killed
+// the sandbox but before it has reaped it leaves containerd (1.6) with a sandbox whose shim no later
+// StopPodSandbox/RemovePodSandbox shuts down once containerd restarts.
+func teardownContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), SandboxTeardownTimeout)
+}
+
+// stopSandbox calls CRI StopPodSandbox for id under teardownContext; NotFound is success.
+func (m *Manager) stopSandbox(ctx context.Context, id string) error {
+	ctx, cancel := teardownContext(ctx)
+	defer cancel()
+	if _, err := m.opts.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("StopPodSandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// removeSandbox calls CRI RemovePodSandbox for id under teardownContext; NotFound is success.
+func (m *Manager) removeSandbox(ctx context.Context, id string) error {
+	ctx, cancel := teardownContext(ctx)
+	defer cancel()
+	if _, err := m.opts.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("RemovePodSandbox %s: %w", id, err)
+	}
+	return nil
 }
