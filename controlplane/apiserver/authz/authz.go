@@ -64,6 +64,7 @@ var nodeRules = map[string][]string{
 	"/services":                       read,
 	"/endpoints":                      read,
 	"discovery.k8s.io/endpointslices": read,
+	"networking.k8s.io/servicecidrs":  read,
 	"/serviceaccounts":                read,
 	"/namespaces":                     read,
 	"coordination.k8s.io/leases":      {"get", "list", "watch", "create", "update", "patch", "delete"},

@@ -18,6 +18,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,7 @@ var (
 	GroupVersions = schema.GroupVersions{
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
-		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion,
+		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 	}
 )
 
@@ -48,7 +49,8 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
-		authenticationv1.AddToScheme, certificatesv1.AddToScheme, metainternalversion.AddToScheme,
+		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme,
+		metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}
@@ -79,6 +81,7 @@ func registerHub(gv schema.GroupVersion) {
 var fieldLabels = map[schema.GroupVersionKind][]string{
 	corev1.SchemeGroupVersion.WithKind("Pod"): {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
 		"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+	corev1.SchemeGroupVersion.WithKind("Service"):   {"spec.clusterIP", "spec.type"},
 	corev1.SchemeGroupVersion.WithKind("Node"):      {"spec.unschedulable"},
 	corev1.SchemeGroupVersion.WithKind("Namespace"): {"status.phase"},
 	corev1.SchemeGroupVersion.WithKind("Secret"):    {"type"},

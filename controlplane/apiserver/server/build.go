@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -38,6 +41,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/satoken"
 	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
@@ -139,6 +143,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
+	serviceCIDRs, defaultCIDR, defaultCIDRStatus, err := servicecidr.NewStorage(getter, serviceNet.String())
+	if err != nil {
+		return nil, err
+	}
 	namespaces, nsStore, err := namespace.NewStorage(getter)
 	if err != nil {
 		return nil, err
@@ -168,7 +176,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	var groups []*genericapiserver.APIGroupInfo
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
-		certificatesv1.GroupName: csrStorage,
+		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
@@ -179,6 +187,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	gs.AddPostStartHookOrDie("nodekit-default-servicecidr", func(hc genericapiserver.PostStartHookContext) error {
+		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := servicecidr.EnsureDefault(ctx, defaultCIDR, defaultCIDRStatus); err != nil {
+				slog.Warn("apiserver default ServiceCIDR: retrying", "err", err)
+				return false, nil
+			}
+			return true, nil
+		})
+	})
 	gs.AddPostStartHookOrDie("nodekit-service-allocation-repair", func(hc genericapiserver.PostStartHookContext) error {
 		go alloc.RunRepair(hc.Context, core["services"].(rest.Lister), time.Minute)
 		go func() {

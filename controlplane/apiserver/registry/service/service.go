@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -26,6 +27,14 @@ import (
 // Allocators are the service IP and node port ranges.
 type Allocators struct {
 	IPs, NodePorts *allocator.Range
+}
+
+// Fields returns a service's selectable fields beyond metadata.name and metadata.namespace: spec.clusterIP
+// ("None" for a headless service) and spec.type, as kube-apiserver's service ToSelectableFields. kube-proxy
+// lists and watches services with spec.clusterIP!=None.
+func Fields(obj runtime.Object) fields.Set {
+	s := obj.(*corev1.Service)
+	return fields.Set{"spec.clusterIP": s.Spec.ClusterIP, "spec.type": string(s.Spec.Type)}
 }
 
 // NewStorage returns "services" and "services/status".
@@ -60,6 +69,7 @@ func NewStorage(getter generic.RESTOptionsGetter, alloc Allocators) (map[string]
 		NewFunc:    func() runtime.Object { return &corev1.Service{} },
 		NewList:    func() runtime.Object { return &corev1.ServiceList{} },
 		Strategy:   s,
+		Fields:     Fields,
 		Table:      table,
 	})
 	if err != nil {
