@@ -81,6 +81,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Out receives the summary (kubeconfig, usage, status table); default os.Stdout.
 	Out io.Writer
+	// CLI is how the user runs nodekit, as the summary's hints spell it (e.g. "bin/nodekit" under
+	// `make up`, whose bin/ is not on PATH); default "nodekit".
+	CLI string
+}
+
+// DefaultDataDir and DefaultLabDataDir are the --data-dir of `nodekit up` and of `nodekit lab` when
+// the flag is not given; the printed hints leave --data-dir out for them.
+const (
+	DefaultDataDir    = "/var/lib/nodekit"
+	DefaultLabDataDir = "/var/lib/nodekit-lab"
+)
+
+// cliWithDataDir is the command line prefix that reaches the same data dir again: cli, plus
+// --data-dir dataDir unless it is def.
+func cliWithDataDir(cli, dataDir, def string) string {
+	if dataDir == def {
+		return cli
+	}
+	return cli + " --data-dir " + dataDir
 }
 
 func (c *Config) complete() error {
@@ -145,6 +164,9 @@ func (c *Config) complete() error {
 	}
 	if c.Out == nil {
 		c.Out = os.Stdout
+	}
+	if c.CLI == "" {
+		c.CLI = "nodekit"
 	}
 	if c.Containerd != "" {
 		if c.Containerd, err = filepath.Abs(c.Containerd); err != nil {

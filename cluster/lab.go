@@ -53,6 +53,8 @@ type LabConfig struct {
 	ComponentLogs             slog.Handler
 	Logger                    *slog.Logger
 	Out                       io.Writer
+	// CLI is how the user runs nodekit, as the summary's hints spell it; default "nodekit".
+	CLI string
 }
 
 // LabNode is one node of a lab.
@@ -152,7 +154,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	cfg := Config{DataDir: lc.DataDir, NodeName: lc.Prefix + "-server", APIBindAddress: lc.labIP(1), APIPort: lc.APIPort,
 		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir,
 		Containerd: lc.Containerd, Executable: lc.Executable, NodeTimeout: lc.NodeTimeout, StopTimeout: lc.StopTimeout,
-		ComponentLogs: lc.ComponentLogs, Logger: lc.Logger, Out: lc.Out}
+		ComponentLogs: lc.ComponentLogs, Logger: lc.Logger, Out: lc.Out, CLI: lc.CLI}
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
@@ -347,8 +349,9 @@ func (l *Lab) printSummary(ctx context.Context) {
 	w := l.cfg.Out
 	fmt.Fprintf(w, "\nnodekit lab is up: %d nodes on bridge %s, data in %s\n\n", len(l.state.Nodes), l.state.Bridge, l.cfg.DataDir)
 	fmt.Fprintf(w, "  kubectl  export KUBECONFIG=%s; kubectl get nodes -o wide\n", l.AdminKubeconfig)
-	fmt.Fprintf(w, "  exec     nodekit lab --data-dir %s exec %s -- ip addr\n", l.cfg.DataDir, l.state.Nodes[0].Name)
-	fmt.Fprintf(w, "  down     nodekit lab --data-dir %s down\n", l.cfg.DataDir)
+	cli := cliWithDataDir(l.cfg.CLI, l.cfg.DataDir, DefaultLabDataDir)
+	fmt.Fprintf(w, "  exec     %s lab exec %s -- ip addr\n", cli, l.state.Nodes[0].Name)
+	fmt.Fprintf(w, "  down     %s lab down\n", cli)
 	for _, n := range l.state.Nodes {
 		if !n.Join {
 			continue
@@ -360,12 +363,12 @@ func (l *Lab) printSummary(ctx context.Context) {
 		if l.cfg.Containerd != "" {
 			path = "PATH=" + filepath.Dir(l.cfg.Containerd) + ":$PATH "
 		}
-		fmt.Fprintf(w, "  join     nodekit token create --kubeconfig %s   # prints TOKEN and the sha256:HASH\n", l.AdminKubeconfig)
-		fmt.Fprintf(w, "           nodekit lab --data-dir %s exec %s -- env DESTDIR=%s NODEKIT_SKIP_DEPS=1 NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
+		fmt.Fprintf(w, "  join     %s token create --kubeconfig %s   # prints TOKEN, then an agent command line with the sha256:HASH\n", l.cfg.CLI, l.AdminKubeconfig)
+		fmt.Fprintf(w, "           %s lab exec %s -- env DESTDIR=%s NODEKIT_SKIP_DEPS=1 NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
 			"             hack/install.sh agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
-			l.cfg.DataDir, n.Name, root, n.DataDir, bin, l.rest.Host, n.Name, n.IP, strings.Join(n.JoinArgs, " "))
-		fmt.Fprintf(w, "           nodekit lab --data-dir %s exec %s -- sh -c 'set -a; . %s/etc/nodekit/agent.env; %sexec %s/usr/local/bin/nodekit agent --data-dir \"$NODEKIT_DATA_DIR\" $NODEKIT_AGENT_ARGS'\n",
-			l.cfg.DataDir, n.Name, root, path, root)
+			cli, n.Name, root, n.DataDir, bin, l.rest.Host, n.Name, n.IP, strings.Join(n.JoinArgs, " "))
+		fmt.Fprintf(w, "           %s lab exec %s -- sh -c 'set -a; . %s/etc/nodekit/agent.env; %sexec %s/usr/local/bin/nodekit agent --data-dir \"$NODEKIT_DATA_DIR\" $NODEKIT_AGENT_ARGS'\n",
+			cli, n.Name, root, path, root)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

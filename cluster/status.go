@@ -25,16 +25,13 @@ import (
 // answer fetched through its ClusterIP from this host).
 func (c *Cluster) PrintSummary(ctx context.Context, w io.Writer) {
 	cfg := c.cfg
-	dd := ""
-	if cfg.DataDir != "/var/lib/nodekit" {
-		dd = " --data-dir " + cfg.DataDir
-	}
+	cli := cliWithDataDir(cfg.CLI, cfg.DataDir, DefaultDataDir)
 	fmt.Fprintf(w, "\nnodekit is up: node %s, data in %s\n\n", cfg.NodeName, cfg.DataDir)
 	fmt.Fprintf(w, "  kubeconfig  %s\n", c.AdminKubeconfig)
 	fmt.Fprintf(w, "  kubectl     export KUBECONFIG=%s; kubectl get nodes,pods,svc -o wide\n", c.AdminKubeconfig)
-	fmt.Fprintf(w, "  runtime     nodekit%s crictl ps   (also: pods, images, logs, exec -it)\n", dd)
+	fmt.Fprintf(w, "  runtime     %s crictl ps   (also: pods, images, logs, exec -it)\n", cli)
 	fmt.Fprintf(w, "  logs        %s/{server,agent}.log\n", filepath.Join(cfg.DataDir, "logs"))
-	fmt.Fprintf(w, "  stop        Ctrl-C (pods keep running; 'nodekit up' resumes), 'nodekit%s down [--purge]' removes them\n\n", dd)
+	fmt.Fprintf(w, "  stop        Ctrl-C (pods keep running; '%s up' resumes), '%s down [--purge]' removes them\n\n", cli, cli)
 	c.WriteStatus(ctx, w)
 }
 

@@ -20,7 +20,7 @@ func labDataDir() string {
 	if root.PersistentFlags().Changed("data-dir") {
 		return globals.dataDir
 	}
-	return "/var/lib/nodekit-lab"
+	return cluster.DefaultLabDataDir
 }
 
 func init() {
@@ -46,6 +46,12 @@ func init() {
 			cfg.DataDir = labDataDir()
 			cfg.ComponentLogs = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
 			cfg.Out = cmd.OutOrStdout()
+			cfg.CLI = os.Args[0]
+			// The nodes import <data-dir>/images by default and nodekit.local images cannot be pulled:
+			// without archives there no lab pod could start.
+			if err := ensureImages(cmd, cfg.ImagesDir, cfg.DataDir); err != nil {
+				return err
+			}
 			l, err := cluster.LabUp(ctx, cfg)
 			if err != nil {
 				if errors.Is(err, ctx.Err()) {
@@ -67,7 +73,7 @@ func init() {
 	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd client address")
 	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range")
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network; each node's podCIDR is cut from it")
-	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images)")
+	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images, built there first when empty and run from a nodekit source tree)")
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary the agents manage (default: containerd from PATH)")
 	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr")
 

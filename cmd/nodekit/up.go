@@ -50,7 +50,8 @@ images are built there first ('nodekit images build').`,
 				cfg.ComponentLogs = slog.NewJSONHandler(os.Stderr, opts)
 			}
 			cfg.Out = cmd.OutOrStdout()
-			if err := ensureImages(cmd, &cfg); err != nil {
+			cfg.CLI = os.Args[0]
+			if err := ensureImages(cmd, cfg.ImagesDir, globals.dataDir); err != nil {
 				return err
 			}
 			c, err := cluster.Up(ctx, cfg)
@@ -87,12 +88,12 @@ images are built there first ('nodekit images build').`,
 	root.AddCommand(cmd)
 }
 
-// ensureImages builds the bundled images into the images dir when it has no archive and a nodekit source
-// tree is found from the working directory; otherwise the agent imports what is there.
-func ensureImages(cmd *cobra.Command, cfg *cluster.Config) error {
-	dir := cfg.ImagesDir
+// ensureImages builds the bundled images into dir (default dataDir/images, where the agents look) when it
+// has no archive and a nodekit source tree is found from the working directory; otherwise the agents
+// import what is there.
+func ensureImages(cmd *cobra.Command, dir, dataDir string) error {
 	if dir == "" {
-		dir = filepath.Join(globals.dataDir, "images")
+		dir = filepath.Join(dataDir, "images")
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(m) > 0 {
 		return nil
@@ -103,12 +104,9 @@ func ensureImages(cmd *cobra.Command, cfg *cluster.Config) error {
 		return nil
 	}
 	slog.Info("building the bundled images", "source", src, "out", dir)
-	res, err := build.Build(cmd.Context(), build.Options{ModuleDir: src, OutDir: dir})
-	if err != nil {
+	// build.Build logs one line per image built.
+	if _, err := build.Build(cmd.Context(), build.Options{ModuleDir: src, OutDir: dir}); err != nil {
 		return fmt.Errorf("building the bundled images into %s: %w", dir, err)
-	}
-	for _, r := range res {
-		slog.Info("image built", "ref", r.Ref, "file", r.File)
 	}
 	return nil
 }
