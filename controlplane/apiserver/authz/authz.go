@@ -61,6 +61,7 @@ var nodeRules = map[string][]string{
 	"/pods":                           {"get", "list", "watch", "create", "delete"},
 	"/pods/status":                    {"get", "update", "patch"},
 	"/events":                         {"create", "update", "patch"},
+	"events.k8s.io/events":            {"create", "update", "patch"},
 	"/services":                       read,
 	"/endpoints":                      read,
 	"discovery.k8s.io/endpointslices": read,

@@ -18,6 +18,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -42,6 +43,7 @@ var (
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
+		eventsv1.SchemeGroupVersion,
 	}
 )
 
@@ -49,7 +51,7 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
-		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme,
+		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
 		metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))

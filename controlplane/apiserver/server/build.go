@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
@@ -177,6 +179,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs,
+		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
