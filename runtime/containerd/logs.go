@@ -1,85 +1,99 @@
 package containerd
 
 import (
-	"bufio"
-	"context"
+	"bytes"
+	"fmt"
 	"io"
-	"log/slog"
-	"maps"
-	"slices"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 )
 
-// logPump turns containerd's stderr (logrus text lines: time="..." level=info msg="..." k=v) into
-// slog records, one per line, and remembers the last warning and error lines for start-up errors.
-//
-// containerd's levels map to slog as info→Debug (containerd's info is start-up chatter for nodekit),
-// warning→Warn, error/fatal/panic→Error, debug/trace→Debug. Lines that are not logfmt are logged at
-// Info with the raw text.
-type logPump struct {
-	log *slog.Logger
+// The managed containerd's stdout and stderr go to one file, appended to across restarts and never
+// relayed into nodekit's own log stream (k3s keeps its containerd's output in
+// <data-dir>/agent/containerd/containerd.log the same way): containerd logs its own normal conditions
+// at error level (e.g. "failed to load cni during init" until the node's CNI config is written), which
+// would read as failures of nodekit. The supervisor logs its own view instead — started, ready,
+// exited with status and the last lines of this file, restarted — and reads the file only to explain an
+// exit.
 
-	mu   sync.Mutex
-	last []string // last problem lines (warn and above), newest last
-}
+// tailBytes bounds how much of the log file is read to explain an exit.
+const tailBytes = 64 << 10
 
+// keepLines is how many lines an exit report quotes.
 const keepLines = 5
 
-func (p *logPump) run(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		p.line(sc.Text())
+// openLog opens path for appending (creating it and its directory, mode 0640) and returns the file
+// with its size, the offset from which the new child's lines start.
+func openLog(path string) (*os.File, int64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return nil, 0, fmt.Errorf("containerd: log file: %w", err)
 	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, 0, fmt.Errorf("containerd: log file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("containerd: log file: %w", err)
+	}
+	return f, fi.Size(), nil
 }
 
-func (p *logPump) line(line string) {
-	fields := parseLogfmt(line)
-	msg, ok := fields["msg"]
-	if !ok {
-		if strings.TrimSpace(line) != "" {
-			p.log.Info(line)
-		}
-		return
+// lastLogLines summarises what one containerd child wrote to the log file at path from offset on (at
+// most the last 64 KiB of it): its last warning/error/fatal/panic lines (containerd's logrus text
+// format, quoted as `msg: error`), or, when it wrote none, its last raw lines; at most keepLines, oldest
+// first, joined with "; ". It returns "" when nothing can be read.
+func lastLogLines(path string, from int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
 	}
-	lvl := slog.LevelDebug
-	switch fields["level"] {
-	case "warning", "warn":
-		lvl = slog.LevelWarn
-	case "error", "fatal", "panic":
-		lvl = slog.LevelError
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
 	}
-	if lvl >= slog.LevelWarn {
-		p.mu.Lock()
-		text := msg
-		if e := fields["error"]; e != "" {
-			text += ": " + e
-		}
-		p.last = append(p.last, text)
-		if len(p.last) > keepLines {
-			p.last = p.last[len(p.last)-keepLines:]
-		}
-		p.mu.Unlock()
+	start := max(from, fi.Size()-tailBytes)
+	if start >= fi.Size() {
+		return ""
 	}
-	if !p.log.Enabled(context.Background(), lvl) {
-		return
+	data, err := io.ReadAll(io.NewSectionReader(f, start, fi.Size()-start))
+	if err != nil {
+		return ""
 	}
-	attrs := make([]any, 0, 2*len(fields))
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if k != "msg" && k != "time" && k != "level" {
-			attrs = append(attrs, k, fields[k])
+	if start > from { // the first line is cut
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
 		}
 	}
-	p.log.Log(context.Background(), lvl, msg, attrs...)
-}
-
-// lastProblems returns the last warning/error lines, joined for an error message.
-func (p *logPump) lastProblems() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.last, "; ")
+	var problems, raw []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		raw = append(raw, line)
+		fields := parseLogfmt(line)
+		msg, ok := fields["msg"]
+		if !ok {
+			continue
+		}
+		switch fields["level"] {
+		case "warning", "warn", "error", "fatal", "panic":
+			if e := fields["error"]; e != "" {
+				msg += ": " + e
+			}
+			problems = append(problems, msg)
+		}
+	}
+	out := problems
+	if len(out) == 0 {
+		out = raw
+	}
+	return strings.Join(out[max(0, len(out)-keepLines):], "; ")
 }
 
 // parseLogfmt splits `k=v k2="quoted \"v\""` into a map. Malformed tails are ignored.

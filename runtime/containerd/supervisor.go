@@ -1,7 +1,8 @@
 // Package containerd runs containerd for nodekit: it generates containerd's config for the installed
 // release (config version 2 for 1.x, 3 for 2.x), starts containerd as a supervised child with its own
 // root, state and socket (never /run/containerd), waits until the CRI v1 endpoint answers, restarts it
-// with backoff when it dies, and stops it cleanly. With an existing endpoint it only connects. It also
+// with backoff when it dies, and stops it cleanly. containerd's own output goes to a log file of its own
+// (Config.LogFile, see logs.go), not into nodekit's log. With an existing endpoint it only connects. It also
 // imports OCI image archives into containerd's k8s.io namespace (import.go) and writes registry host
 // configs (hosts.go).
 package containerd
@@ -56,10 +57,13 @@ type Config struct {
 	RestrictOOMScoreAdj *bool
 	// RegistryConfigPath is the CRI registry hosts directory; default Dir/certs.d.
 	RegistryConfigPath string
-	// LogLevel is containerd's own log level; default "info" (logged at slog Debug, see logPump).
+	// LogLevel is containerd's own log level (of the lines in LogFile); default "info".
 	LogLevel string
-	// Logger receives the supervisor's events and containerd's log lines (component=containerd);
-	// default slog.Default().
+	// LogFile receives the managed containerd's stdout and stderr, appended across restarts and never
+	// rotated; default Dir/containerd.log. Its lines are not relayed to Logger.
+	LogFile string
+	// Logger receives the supervisor's events (started, ready, exited with the last lines of LogFile,
+	// restarted, stopped); default slog.Default().
 	Logger *slog.Logger
 	// StartTimeout bounds the wait for the CRI endpoint after each start; default 60 s.
 	StartTimeout time.Duration
@@ -95,7 +99,7 @@ type process struct {
 	exited  chan struct{} // closed after Wait returns
 	err     error         // Wait's result, set before exited closes
 	started time.Time
-	logs    *logPump
+	logFrom int64 // offset in the log file where this child's output starts
 }
 
 type spawnReq struct {
@@ -155,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	def(&c.SandboxImage, images.Pause)
 	def(&c.CNIConfDir, filepath.Join(c.Dir, "net.d"))
 	def(&c.RegistryConfigPath, filepath.Join(c.Dir, "certs.d"))
+	def(&c.LogFile, filepath.Join(c.Dir, "containerd.log"))
 	def(&c.CgroupDriver, DetectCgroupDriver())
 	// sockaddr_un.sun_path is 108 bytes; containerd also listens on Address+".ttrpc".
 	if len(c.Address)+len(".ttrpc") >= 108 {
@@ -228,6 +233,10 @@ func (s *Supervisor) Params() ConfigParams { return s.params }
 // ConfigPath is the generated config file of a managed containerd.
 func (s *Supervisor) ConfigPath() string { return filepath.Join(s.cfg.Dir, "config.toml") }
 
+// LogPath is the file the managed containerd's stdout and stderr are appended to ("" for an external
+// endpoint).
+func (s *Supervisor) LogPath() string { return s.cfg.LogFile }
+
 // RegistryConfigPath is the directory of <host>/hosts.toml files the CRI plugin reads on every pull.
 func (s *Supervisor) RegistryConfigPath() string { return s.cfg.RegistryConfigPath }
 
@@ -253,7 +262,8 @@ func (s *Supervisor) PID() int {
 // StartTimeout. For a managed containerd it creates the directories, writes config.toml, starts
 // containerd and from then on restarts it with exponential backoff (1 s doubling to 30 s, reset after
 // a minute of uptime) whenever it exits, until Stop. If containerd exits before it answers, Start fails
-// with its exit status and last error lines. Start is called once; after an error, call Stop.
+// with its exit status and the last warning/error lines it wrote to LogFile. Start is called once; after
+// an error, call Stop.
 func (s *Supervisor) Start(ctx context.Context) error {
 	if err := s.start(ctx); err != nil {
 		return err
@@ -395,33 +405,24 @@ func (s *Supervisor) startProcess() (*process, error) {
 	cmd := exec.Command(s.cfg.Binary, "--config", s.ConfigPath(), "--root", s.cfg.Root, "--state", s.cfg.State, "--address", s.cfg.Address)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.cfg.Binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	// A plain pipe rather than cmd.StderrPipe: Wait must not wait for the pipe to drain, because a
-	// shim that inherited containerd's stderr may hold it open long after containerd exits.
-	r, w, err := os.Pipe()
+	// The file itself, not a pipe: containerd writes to it directly, so Wait never waits for a copy,
+	// and a shim that inherited the descriptor may keep writing after containerd exits.
+	logf, from, err := openLog(s.cfg.LogFile)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = w
+	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Start()
-	w.Close()
+	logf.Close()
 	if err != nil {
-		r.Close()
 		return nil, fmt.Errorf("containerd: start %s: %w", s.cfg.Binary, err)
 	}
-	p := &process{cmd: cmd, exited: make(chan struct{}), started: time.Now()}
-	p.logs = &logPump{log: s.log.With("component", "containerd", "pid", cmd.Process.Pid)}
-	pumped := make(chan struct{})
-	go func() { p.logs.run(r); r.Close(); close(pumped) }()
+	p := &process{cmd: cmd, exited: make(chan struct{}), started: time.Now(), logFrom: from}
 	go func() {
 		p.err = cmd.Wait()
-		// Give the pump a moment to log containerd's last lines (used in start-up errors).
-		select {
-		case <-pumped:
-		case <-time.After(500 * time.Millisecond):
-		}
 		close(p.exited)
 	}()
-	s.log.Info("containerd started", "pid", cmd.Process.Pid, "binary", s.cfg.Binary, "version", s.version.String())
+	s.log.Info("containerd started", "pid", cmd.Process.Pid, "binary", s.cfg.Binary, "version", s.version.String(), "log", s.cfg.LogFile)
 	return p, nil
 }
 
@@ -445,7 +446,7 @@ func (s *Supervisor) waitReady(ctx context.Context, p *process) (*cri.Client, er
 		lastErr = err
 		select {
 		case <-exited:
-			return nil, fmt.Errorf("containerd exited during start (%v): %s", p.err, p.logs.lastProblems())
+			return nil, fmt.Errorf("containerd exited during start (%v): %s (log %s)", p.err, lastLogLines(s.cfg.LogFile, p.logFrom), s.cfg.LogFile)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("containerd CRI endpoint %s not ready after %v: %w", s.Endpoint(), s.cfg.StartTimeout, lastErr)
 		case <-time.After(delay):
@@ -471,7 +472,8 @@ func (s *Supervisor) supervise(p *process) {
 		if uptime > time.Minute {
 			backoff = time.Second
 		}
-		s.log.Error("containerd exited; restarting", "pid", p.cmd.Process.Pid, "err", p.err, "uptime", uptime.Round(time.Millisecond), "backoff", backoff, "last_errors", p.logs.lastProblems())
+		s.log.Error("containerd exited; restarting", "pid", p.cmd.Process.Pid, "err", p.err, "uptime", uptime.Round(time.Millisecond), "backoff", backoff,
+			"last_lines", lastLogLines(s.cfg.LogFile, p.logFrom), "log", s.cfg.LogFile)
 		for {
 			select {
 			case <-s.stopCh:

@@ -3,6 +3,8 @@ package containerd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"syscall"
@@ -22,7 +24,10 @@ func binary() string {
 	return "containerd"
 }
 
-func newManaged(t *testing.T) *Supervisor {
+func newManaged(t *testing.T) *Supervisor { return newManagedLog(t, nil) }
+
+// newManagedLog is newManaged with the supervisor's events sent to logger (nil: slog.Default()).
+func newManagedLog(t *testing.T, logger *slog.Logger) *Supervisor {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("managed containerd needs root")
@@ -31,7 +36,7 @@ func newManaged(t *testing.T) *Supervisor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Dir: dir, Binary: binary(), StopTimeout: 5 * time.Second})
+	s, err := New(context.Background(), Config{Dir: dir, Binary: binary(), StopTimeout: 5 * time.Second, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +55,26 @@ func newManaged(t *testing.T) *Supervisor {
 // supervisor's back and expects a restart, then stops it and checks the process is gone.
 func TestSupervisorLifecycle(t *testing.T) {
 	ctx := context.Background()
-	s := newManaged(t)
+	// The supervisor's events go to a file: slog serialises the writes, os.ReadFile reads them back.
+	events := eventLog(t)
+	s := newManagedLog(t, slog.New(slog.NewTextHandler(events, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// containerd's own output is in its log file, not in the supervisor's log stream.
+	if want := s.Config().Dir + "/containerd.log"; s.LogPath() != want {
+		t.Errorf("LogPath = %q, want %q", s.LogPath(), want)
+	}
+	if n := countInFile(t, s.LogPath(), `msg="starting containerd"`); n != 1 {
+		t.Errorf("%s has %d \"starting containerd\" lines after Start, want 1", s.LogPath(), n)
+	}
+	if n := countInFile(t, events.Name(), "starting containerd"); n != 0 {
+		t.Errorf("containerd's own lines were relayed to the supervisor's log (%d times)", n)
+	}
+	for _, want := range []string{"msg=\"containerd started\"", "log=" + s.LogPath(), "msg=\"containerd ready\""} {
+		if countInFile(t, events.Name(), want) == 0 {
+			t.Errorf("supervisor log %s lacks %q", events.Name(), want)
+		}
 	}
 	c := s.Client()
 	v, err := c.Version(ctx)
@@ -107,6 +129,13 @@ func TestSupervisorLifecycle(t *testing.T) {
 			t.Fatalf("containerd not restarted 30s after SIGKILL of pid %d", pid)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The restart appends to the same file; the supervisor reports the exit with its status.
+	if n := countInFile(t, s.LogPath(), `msg="starting containerd"`); n != 2 {
+		t.Errorf("%s has %d \"starting containerd\" lines after a restart, want 2 (appended)", s.LogPath(), n)
+	}
+	if want := fmt.Sprintf("msg=\"containerd exited; restarting\" pid=%d err=\"signal: killed\"", pid); countInFile(t, events.Name(), want) != 1 {
+		t.Errorf("supervisor log %s lacks %q", events.Name(), want)
 	}
 
 	pid = s.PID()
@@ -203,8 +232,11 @@ exit 3
 		t.Fatal(err)
 	}
 	err = s.Start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "containerd exited during start (exit status 3): failed to load config: bad toml") {
+	if err == nil || !strings.Contains(err.Error(), "containerd exited during start (exit status 3): failed to load config: bad toml (log "+dir+"/containerd.log)") {
 		t.Errorf("Start: %v", err)
+	}
+	if n := countInFile(t, s.LogPath(), `msg="failed to load config"`); n != 1 {
+		t.Errorf("%s has %d copies of the fatal line, want 1", s.LogPath(), n)
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Errorf("Stop after a failed Start: %v", err)
@@ -232,4 +264,31 @@ func TestPrepareFailure(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop hangs after a failed Start")
 	}
+}
+
+// countInFile counts the lines of path containing sub.
+func countInFile(t *testing.T, path, sub string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// eventLog is a file in t.TempDir() for a test's slog output.
+func eventLog(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(t.TempDir() + "/events.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
