@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,24 +36,4 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, *sto
 		return nil, nil, err
 	}
 	return map[string]rest.Storage{"nodes": main, "nodes/status": status}, main, nil
-}
-
-var table = store.Table{
-	Columns: []metav1.TableColumnDefinition{store.Column("Status", "Ready condition"), store.Column("Version", "kubelet version")},
-	Cells: func(o runtime.Object) []any {
-		n := o.(*corev1.Node)
-		status := "Unknown"
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				status = map[corev1.ConditionStatus]string{corev1.ConditionTrue: "Ready", corev1.ConditionFalse: "NotReady"}[c.Status]
-				if status == "" {
-					status = "Unknown"
-				}
-			}
-		}
-		if n.Spec.Unschedulable {
-			status += ",SchedulingDisabled"
-		}
-		return []any{status, n.Status.NodeInfo.KubeletVersion}
-	},
 }

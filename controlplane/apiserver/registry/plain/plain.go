@@ -53,13 +53,13 @@ func Coordination(getter generic.RESTOptionsGetter) (map[string]rest.Storage, er
 
 // Discovery returns discovery.k8s.io/v1 endpointslices.
 func Discovery(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	return build(getter, []store.Spec{
-		spec(discoveryv1.Resource("endpointslices"), "endpointslice", nil, func() runtime.Object { return &discoveryv1.EndpointSlice{} },
-			func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
-			func(o runtime.Object) field.ErrorList {
-				return validation.EndpointSlice(o.(*discoveryv1.EndpointSlice))
-			}),
-	})
+	s := spec(discoveryv1.Resource("endpointslices"), "endpointslice", nil, func() runtime.Object { return &discoveryv1.EndpointSlice{} },
+		func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
+		func(o runtime.Object) field.ErrorList {
+			return validation.EndpointSlice(o.(*discoveryv1.EndpointSlice))
+		})
+	s.Table = endpointSliceTable
+	return build(getter, []store.Spec{s})
 }
 
 func spec(gr schema.GroupResource, singular string, short []string, newFn, newList func() runtime.Object, v func(runtime.Object) field.ErrorList) store.Spec {

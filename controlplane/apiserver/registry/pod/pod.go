@@ -204,37 +204,3 @@ func setScheduled(p *corev1.Pod) {
 	}
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
 }
-
-// tableConvertor renders NAME READY STATUS RESTARTS NODE AGE, like kubectl's pod printer.
-var tableConvertor = store.Table{
-	Columns: []metav1.TableColumnDefinition{store.Column("Ready", "ready containers / containers"),
-		store.Column("Status", "phase or reason"), {Name: "Restarts", Type: "integer", Description: "container restarts"},
-		store.Column("Node", "node the pod is bound to")},
-	Cells: func(o runtime.Object) []any {
-		p := o.(*corev1.Pod)
-		ready, restarts := 0, int64(0)
-		status := string(p.Status.Phase)
-		if p.Status.Reason != "" {
-			status = p.Status.Reason
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Ready {
-				ready++
-			}
-			restarts += int64(cs.RestartCount)
-			if w := cs.State.Waiting; w != nil && w.Reason != "" {
-				status = w.Reason
-			} else if t := cs.State.Terminated; t != nil && t.Reason != "" && status == string(corev1.PodRunning) {
-				status = t.Reason
-			}
-		}
-		if p.DeletionTimestamp != nil {
-			status = "Terminating"
-		}
-		node := p.Spec.NodeName
-		if node == "" {
-			node = "<none>"
-		}
-		return []any{store.Ratio(ready, len(p.Spec.Containers)), status, restarts, node}
-	},
-}

@@ -11,25 +11,37 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
-// Table renders objects as the rows `kubectl get` prints: NAME, the resource's Columns, then AGE.
+// Table renders objects as the rows `kubectl get` prints (meta.k8s.io/v1 Table): NAME, the resource's
+// Columns, AGE, then AfterAge. Columns of Priority 0 are always printed; kubectl prints those of Priority 1
+// only with -o wide (see Wide), so a Table always carries every column and the client picks.
 type Table struct {
 	Columns []metav1.TableColumnDefinition
-	// Cells returns one value per column for obj.
+	// AfterAge are the columns after AGE (kubectl's node VERSION, the -o wide columns).
+	AfterAge []metav1.TableColumnDefinition
+	// Cells returns one value per column of Columns then AfterAge for obj.
 	Cells func(obj runtime.Object) []any
 }
 
 // ConvertToTable implements rest.TableConvertor for an object or a list.
 func (t Table) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
-	table := &metav1.Table{ColumnDefinitions: append(append([]metav1.TableColumnDefinition{
-		{Name: "Name", Type: "string", Format: "name", Description: "the object's name"}}, t.Columns...),
-		metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: "time since creation"})}
+	cols := []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name", Description: "the object's name"}}
+	cols = append(cols, t.Columns...)
+	cols = append(cols, metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: "time since creation"})
+	table := &metav1.Table{ColumnDefinitions: append(cols, t.AfterAge...)}
 	add := func(o runtime.Object) error {
 		m, err := meta.Accessor(o)
 		if err != nil {
 			return err
 		}
-		cells := append([]any{m.GetName()}, t.Cells(o)...)
-		cells = append(cells, age(m.GetCreationTimestamp()))
+		values := t.Cells(o)
+		if len(values) != len(t.Columns)+len(t.AfterAge) {
+			return fmt.Errorf("table: %d cells for %d columns", len(values), len(t.Columns)+len(t.AfterAge))
+		}
+		cells := make([]any, 0, len(table.ColumnDefinitions))
+		cells = append(cells, m.GetName())
+		cells = append(cells, values[:len(t.Columns)]...)
+		cells = append(cells, Since(m.GetCreationTimestamp()))
+		cells = append(cells, values[len(t.Columns):]...)
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: o}})
 		return nil
 	}
@@ -53,7 +65,8 @@ func (t Table) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.O
 	return table, nil
 }
 
-func age(t metav1.Time) string {
+// Since is kubectl's age cell: the human duration since t ("5m", "2d3h"), "<unknown>" for a zero time.
+func Since(t metav1.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
@@ -63,6 +76,19 @@ func age(t metav1.Time) string {
 // Column is a shorthand for a string column definition.
 func Column(name, desc string) metav1.TableColumnDefinition {
 	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc}
+}
+
+// Wide is a string column kubectl prints only with -o wide (Priority 1).
+func Wide(name, desc string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc, Priority: 1}
+}
+
+// OrNone is s, or kubectl's "<none>" for an empty s.
+func OrNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
 }
 
 // Ratio formats "a/b" (READY columns).
