@@ -188,7 +188,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err := gs.InstallAPIGroups(groups...); err != nil {
 		return nil, fmt.Errorf("apiserver: install groups: %w", err)
 	}
-	b := &bootstrap{core: core, kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
+	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
 	gs.AddPostStartHookOrDie("nodekit-default-servicecidr", func(hc genericapiserver.PostStartHookContext) error {
 		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
