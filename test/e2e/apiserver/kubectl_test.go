@@ -44,8 +44,7 @@ spec:
 
 // TestKubectl drives the real kubectl with the admin kubeconfig the API server wrote.
 func TestKubectl(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
+	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl not installed")
 	}
 	s := fw.Start(t, fw.Options{})
@@ -55,13 +54,7 @@ func TestKubectl(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctxT(t), kubectl, append([]string{"--kubeconfig", s.KubeconfigPath}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		return kubectl(t, s, args...)
 	}
 	if _, err := s.NodeClient(t, "node-1").CoreV1().Nodes().Create(ctxT(t), nodeObj("node-1"), metav1CreateOptions); err != nil {
 		t.Fatal(err)
