@@ -184,7 +184,9 @@ func benchPorts(snap *state.Snapshot) int {
 	return n
 }
 
-var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete" elapsed="([0-9.]+[a-zµ]+)"`)
+// elapsedRE matches kube-proxy's IPv4 sync lines (klog puts the logger's ipFamily before the call's
+// elapsed): kube-proxy syncs each IP family on its own, and only IPv4 has the bench's Services.
+var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete".* ipFamily="IPv4".* elapsed="([0-9.]+[a-zµ]+)"`)
 
 // runUpstream runs kube-proxy in a network namespace and returns its first sync with all Services and its
 // sync after one change, from its log.

@@ -16,10 +16,12 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 
 	goiptables "github.com/coreos/go-iptables/iptables"
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 
 	"github.com/nodekit/nodekit/proxy/conntrack"
 	"github.com/nodekit/nodekit/proxy/state"
@@ -135,7 +137,7 @@ func (s *Syncer) Write(ctx context.Context, rs *Ruleset, full bool) (Result, err
 		s.applied[tb] = m
 	}
 	if full {
-		if err := s.ensureJumps(); err != nil {
+		if err := s.ensureJumps(ctx); err != nil {
 			s.applied = nil
 			return res, err
 		}
@@ -152,13 +154,14 @@ type tablePlan struct {
 }
 
 // planTable compares the wanted table t with prev (chain → content last written, or "" when only known to
-// exist) and lists what to write and delete. A chain is written when full, new, changed, or top-level
-// (top-level chains hold one rule per Service and are always rewritten, as upstream does).
+// exist) and lists what to write and delete. A chain is written when full, new or changed. Unlike kube-proxy,
+// which rewrites its top-level chains (one rule per Service) on every sync, an unchanged top-level chain is
+// left alone too: the Syncer knows what it last wrote, and a full resync repairs changes made behind its back.
 func planTable(table string, t *Table, prev map[string]string, full bool) tablePlan {
 	p := tablePlan{table: table, t: t}
 	for _, c := range t.Order {
 		old, had := prev[c]
-		if full || !had || old != strings.Join(t.Chains[c], "\n") || isTop(table, c) {
+		if full || !had || old != strings.Join(t.Chains[c], "\n") {
 			p.write = append(p.write, c)
 		}
 	}
@@ -203,7 +206,7 @@ func rank(chain string) int {
 // order, so each batch is atomic and every state between two batches is consistent: new chains only jump
 // to chains already written, old chains still find what they jump to, and stale chains go last. The cut
 // exists because iptables-nft-restore's own (userspace) cost grows with the square of the chains declared
-// in one input: 16,000 chains take 7 s in one batch and 0.8 s in eight (docs/proxy.md, bench/proxy).
+// in one input: 16,000 chains take 7.3 s in one run and 1.8 s in 32 runs of 500 (docs/proxy.md).
 func splitBatches(plans []tablePlan, max int) []*bytes.Buffer {
 	type op struct{ plan, i int }
 	var ops []op
@@ -260,15 +263,6 @@ func writeOps(buf *bytes.Buffer, p tablePlan, from, to int) {
 		fmt.Fprintf(buf, "-X %s\n", c)
 	}
 	buf.WriteString("COMMIT\n")
-}
-
-func isTop(table, chain string) bool {
-	for _, c := range topChains[table] {
-		if c == chain {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Syncer) restore(ctx context.Context, in *bytes.Buffer) error {
@@ -359,21 +353,87 @@ func save(ctx context.Context, table string) ([]string, error) {
 }
 
 // ensureJumps inserts the entry rules into the built-in chains when missing (first in the chain, like
-// kube-proxy), leaving existing rules of other owners alone.
-func (s *Syncer) ensureJumps() error {
-	for i := len(jumps) - 1; i >= 0; i-- {
-		j := jumps[i]
-		ok, err := s.ipt.Exists(j.table, j.chain, j.spec...)
-		if err != nil {
-			return fmt.Errorf("check %s %s jump to nodekit: %w", j.table, j.chain, err)
+// kube-proxy), leaving existing rules of other owners alone. The missing ones are found with one netlink
+// listing (iptables-nft) or `iptables -C` per rule (legacy), and inserted with one iptables-restore run.
+func (s *Syncer) ensureJumps(ctx context.Context) error {
+	present := s.presentJump
+	if s.nft {
+		var err error
+		if present, err = nftJumps(); err != nil {
+			return err
 		}
-		if !ok {
-			if err := s.ipt.Insert(j.table, j.chain, 1, j.spec...); err != nil {
-				return fmt.Errorf("insert %s %s jump to nodekit: %w", j.table, j.chain, err)
+	}
+	var buf bytes.Buffer
+	for _, tb := range []string{TableFilter, TableNAT} {
+		var lines []string
+		// Inserted at position 1 in reverse, so the rules end up in the order of jumps.
+		for i := len(jumps) - 1; i >= 0; i-- {
+			j := jumps[i]
+			if j.table != tb {
+				continue
+			}
+			ok, err := present(j)
+			if err != nil {
+				return fmt.Errorf("check %s %s jump to nodekit: %w", j.table, j.chain, err)
+			}
+			if !ok {
+				lines = append(lines, "-I "+j.chain+" 1 "+restoreArgs(j.spec))
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(&buf, "*%s\n%s\nCOMMIT\n", tb, strings.Join(lines, "\n"))
+		}
+	}
+	if buf.Len() == 0 {
+		return nil
+	}
+	return s.restore(ctx, &buf)
+}
+
+// presentJump reports whether the entry rule j is in its built-in chain (`iptables -C`).
+func (s *Syncer) presentJump(j jump) (bool, error) { return s.ipt.Exists(j.table, j.chain, j.spec...) }
+
+// nftJumps lists, over nf_tables netlink, which entry rules' jumps are in the built-in chains of iptables-nft's
+// "ip nat" and "ip filter" tables, and returns a lookup by (table, chain, target chain): each built-in chain
+// has at most one jump of nodekit's to a given chain.
+func nftJumps() (func(jump) (bool, error), error) {
+	conn, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("nf_tables netlink: %w", err)
+	}
+	type key struct{ table, chain, target string }
+	have := map[key]bool{}
+	listed := map[[2]string]bool{}
+	for _, j := range jumps {
+		if listed[[2]string{j.table, j.chain}] {
+			continue
+		}
+		listed[[2]string{j.table, j.chain}] = true
+		rules, err := conn.GetRules(&nftables.Table{Name: j.table, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: j.chain})
+		if err != nil {
+			return nil, fmt.Errorf("list nf_tables rules of ip %s %s: %w", j.table, j.chain, err)
+		}
+		for _, r := range rules {
+			for _, e := range r.Exprs {
+				if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictJump {
+					have[key{j.table, j.chain, v.Chain}] = true
+				}
 			}
 		}
 	}
-	return nil
+	return func(j jump) (bool, error) { return have[key{j.table, j.chain, j.spec[len(j.spec)-1]}], nil }, nil
+}
+
+// restoreArgs renders rule arguments as one iptables-restore line, quoting those with spaces.
+func restoreArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t\"") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 // Cleanup removes every rule and chain nodekit owns from the nat and filter tables of the current network
