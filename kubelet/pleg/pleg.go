@@ -2,7 +2,9 @@
 // runtime so their workers sync again. It relists the runtime's sandboxes and containers (CRI
 // ListPodSandbox and ListContainers) every period and compares with the previous relist, and, where the
 // runtime supports it, also follows the CRI GetContainerEvents stream so a change is seen at once instead
-// of at the next relist (upstream's generic and evented PLEG, together).
+// of at the next relist (upstream's generic and evented PLEG, together). Like upstream's Evented PLEG, it
+// asks for the stream once and, when the runtime answers Unimplemented (containerd 1.6), relists only and
+// never asks again: containerd logs every refused call as an error.
 package pleg
 
 import (
@@ -46,6 +48,8 @@ type PLEG struct {
 	events  chan Event
 	// relistDone, when set, receives the duration of every relist (kubelet_pleg_relist_duration_seconds).
 	relistDone func(time.Duration)
+	// reconnect is the pause before asking for the event stream again after a transient error.
+	reconnect time.Duration
 
 	mu         sync.Mutex
 	lastRelist time.Time
@@ -61,7 +65,8 @@ type record struct {
 
 // New returns a PLEG over runtime that relists every period.
 func New(runtime runtimeapi.RuntimeServiceClient, period time.Duration, log *slog.Logger) *PLEG {
-	return &PLEG{runtime: runtime, period: period, log: log, events: make(chan Event, 1024), old: map[string]record{}}
+	return &PLEG{runtime: runtime, period: period, log: log, events: make(chan Event, 1024), old: map[string]record{},
+		reconnect: 5 * time.Second}
 }
 
 // OnRelist makes every later relist report its duration (successful or not) to observe, e.g.
@@ -73,8 +78,11 @@ func (p *PLEG) OnRelist(observe func(time.Duration)) { p.relistDone = observe }
 func (p *PLEG) Events() <-chan Event { return p.events }
 
 // Run relists until ctx ends, and follows CRI container events in parallel while the runtime offers them.
+// It returns once both have stopped.
 func (p *PLEG) Run(ctx context.Context) {
-	go p.followEvents(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { p.followEvents(ctx) })
 	t := time.NewTicker(p.period)
 	defer t.Stop()
 	for {
@@ -173,8 +181,10 @@ func (p *PLEG) emit(e Event) {
 	}
 }
 
-// followEvents streams CRI container events (GetContainerEvents, CRI v1 "evented PLEG"); it reconnects
-// after errors and gives up for good when the runtime answers Unimplemented (containerd < 1.7).
+// followEvents streams CRI container events (GetContainerEvents, CRI v1 "evented PLEG"). It reconnects
+// after transient errors (the runtime restarting, a broken stream) every p.reconnect, and stops for good,
+// with one Info line, when the runtime answers Unimplemented (containerd < 1.7), whether to the call or
+// to the stream's first Recv: relisting alone then covers every change.
 func (p *PLEG) followEvents(ctx context.Context) {
 	for ctx.Err() == nil {
 		stream, err := p.runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
@@ -185,7 +195,7 @@ func (p *PLEG) followEvents(ctx context.Context) {
 		p.evented = false
 		p.mu.Unlock()
 		if status.Code(err) == codes.Unimplemented {
-			p.log.Info("runtime has no container event stream; PLEG relists only", "err", err)
+			p.log.Info("runtime does not implement CRI container events (GetContainerEvents); PLEG relists only", "period", p.period)
 			return
 		}
 		if ctx.Err() != nil {
@@ -194,7 +204,7 @@ func (p *PLEG) followEvents(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Second):
+		case <-time.After(p.reconnect):
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +18,12 @@ import (
 // fakeRuntime answers the list calls from its fields; other methods are not used by the PLEG.
 type fakeRuntime struct {
 	runtimeapi.RuntimeServiceClient
-	mu   sync.Mutex
-	sbs  []*runtimeapi.PodSandbox
-	ctrs []*runtimeapi.Container
+	mu         sync.Mutex
+	sbs        []*runtimeapi.PodSandbox
+	ctrs       []*runtimeapi.Container
+	eventErrs  []error
+	errAtRecv  bool
+	eventCalls int
 }
 
 func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
@@ -34,9 +38,35 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainers
 	return &runtimeapi.ListContainersResponse{Containers: f.ctrs}, nil
 }
 
+// GetContainerEvents answers the n-th call (counted in eventCalls) with eventErrs[n], the last one
+// repeating, Unimplemented when eventErrs is empty; with errAtRecv the call succeeds and the stream's
+// first Recv fails instead, as a real gRPC server stream does.
 func (f *fakeRuntime) GetContainerEvents(context.Context, *runtimeapi.GetEventsRequest, ...grpc.CallOption) (runtimeapi.RuntimeService_GetContainerEventsClient, error) {
-	return nil, status.Error(codes.Unimplemented, "no events")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := status.Error(codes.Unimplemented, "unknown method GetContainerEvents for service runtime.v1.RuntimeService")
+	if len(f.eventErrs) > 0 {
+		err = f.eventErrs[min(f.eventCalls, len(f.eventErrs)-1)]
+	}
+	f.eventCalls++
+	if f.errAtRecv {
+		return failingStream{err: err}, nil
+	}
+	return nil, err
 }
+
+func (f *fakeRuntime) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.eventCalls
+}
+
+type failingStream struct {
+	grpc.ClientStream
+	err error
+}
+
+func (s failingStream) Recv() (*runtimeapi.ContainerEventResponse, error) { return nil, s.err }
 
 func drain(p *PLEG) []Event {
 	var out []Event
@@ -91,5 +121,56 @@ func TestRelistEvents(t *testing.T) {
 	p.followEvents(context.Background()) // returns at once: Unimplemented
 	if p.Evented() {
 		t.Errorf("evented without a stream")
+	}
+}
+
+// TestUnimplementedEventsAskedOnce: against a runtime without container events (containerd 1.6), Run
+// asks for the stream exactly once, says so in one Info line, and keeps relisting.
+func TestUnimplementedEventsAskedOnce(t *testing.T) {
+	for _, atRecv := range []bool{false, true} {
+		f := &fakeRuntime{errAtRecv: atRecv}
+		var logs strings.Builder // read after Run, which waits for followEvents
+		p := New(f, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		p.reconnect = time.Millisecond
+		var mu sync.Mutex
+		relists := 0
+		p.OnRelist(func(time.Duration) { mu.Lock(); relists++; mu.Unlock() })
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		p.Run(ctx)
+		cancel()
+		mu.Lock()
+		n := relists
+		mu.Unlock()
+		if n < 5 {
+			t.Errorf("errAtRecv=%v: %d relists in 300ms at a 5ms period, want relisting to go on", atRecv, n)
+		}
+		if c := f.calls(); c != 1 {
+			t.Errorf("errAtRecv=%v: GetContainerEvents called %d times, want 1 (containerd logs an error per call)", atRecv, c)
+		}
+		if c := strings.Count(logs.String(), "does not implement CRI container events"); c != 1 {
+			t.Errorf("errAtRecv=%v: %d fallback lines, want 1:\n%s", atRecv, c, logs.String())
+		}
+		if p.Evented() {
+			t.Errorf("errAtRecv=%v: Evented without a stream", atRecv)
+		}
+	}
+}
+
+// TestEventsReconnectUntilUnimplemented: transient errors (the runtime restarting) are retried after
+// the reconnect pause; Unimplemented ends the retries.
+func TestEventsReconnectUntilUnimplemented(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	f := &fakeRuntime{eventErrs: []error{unavailable, unavailable, status.Error(codes.Unimplemented, "no")}}
+	p := New(f, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p.reconnect = time.Millisecond
+	done := make(chan struct{})
+	go func() { p.followEvents(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("followEvents still retrying after Unimplemented")
+	}
+	if c := f.calls(); c != 3 {
+		t.Errorf("GetContainerEvents called %d times, want 3 (two Unavailable retried, then Unimplemented)", c)
 	}
 }
