@@ -195,7 +195,7 @@ func (p *PLEG) followEvents(ctx context.Context) {
 		p.evented = false
 		p.mu.Unlock()
 		if status.Code(err) == codes.Unimplemented {
-			p.log.Info("runtime does not implement CRI container events (GetContainerEvents); PLEG relists only", "period", p.period)
+			p.log.Info("runtime does not implement CRI container events (GetContainerEvents); PLEG relists only", "period", p.period.String())
 			return
 		}
 		if ctx.Err() != nil {
