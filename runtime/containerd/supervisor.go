@@ -590,12 +590,17 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 // its -address, see Shims: an orphan containerd lost track of), and detaches any mount left under its
 // root and state directories. It leaves the directories in place. It refuses to run against an external endpoint,
 // whose pods are not nodekit's to delete.
+//
+// Shims are killed only after a containerd answered RemoveAll: when containerd is not running, the pods'
+// network namespaces and IPs can only be released through it, so the shims are left for a Cleanup on a
+// started Supervisor (as `nodekit down` does).
 func (s *Supervisor) Cleanup(ctx context.Context) error {
 	if !s.Managed() {
 		return fmt.Errorf("containerd: refusing to remove every pod from external runtime %s", s.Endpoint())
 	}
 	var errs []error
-	if c := s.Client(); c != nil {
+	c := s.Client()
+	if c != nil {
 		// containerd may be restarting: give it StartTimeout to answer before removing pods.
 		if err := s.awaitCRI(ctx, c); err != nil {
 			errs = append(errs, err)
@@ -607,12 +612,14 @@ func (s *Supervisor) Cleanup(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, s.Stop(ctx))
-	// Every pod is gone, so any shim of this containerd still alive is an orphan no containerd will stop.
-	killed, err := killShims(s.cfg.Address, 5*time.Second)
-	if len(killed) > 0 {
-		s.log.Warn("killed orphaned shims", "pids", killed, "address", s.cfg.Address)
+	if c != nil {
+		// Every pod is gone, so any shim of this containerd still alive is an orphan no containerd will stop.
+		killed, err := killShims(s.cfg.Address, 5*time.Second)
+		if len(killed) > 0 {
+			s.log.Warn("killed orphaned shims", "pids", killed, "address", s.cfg.Address)
+		}
+		errs = append(errs, err)
 	}
-	errs = append(errs, err)
 	for _, dir := range []string{s.cfg.State, s.cfg.Root} {
 		if err := UnmountAll(dir); err != nil {
 			errs = append(errs, err)
