@@ -259,7 +259,9 @@ func servicePorts(svc *v1.Service, svcSlices []*discovery.EndpointSlice, opts Op
 		}
 		var matched bool
 		sp.Endpoints, matched = resolveEndpoints(p, svcSlices, opts.NodeName)
-		if !matched && len(svcSlices) > 0 {
+		// A slice without endpoints (the placeholder the EndpointSlice controller writes while no pod is
+		// selected yet) has no ports either: that is "no endpoints", not an unresolvable targetPort.
+		if !matched && slices.ContainsFunc(svcSlices, func(es *discovery.EndpointSlice) bool { return len(es.Endpoints) > 0 }) {
 			problems = append(problems, Problem{Service: key, Port: portID,
 				Reason: fmt.Sprintf("no EndpointSlice has a port named %q for protocol %s (targetPort %s unresolved); rejecting", p.Name, p.Protocol, p.TargetPort.String())})
 		}

@@ -186,8 +186,11 @@ func TestBadServicesAreReportedAndSkipped(t *testing.T) {
 			s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "bad", Port: 70000, Protocol: v1.ProtocolTCP})
 		}),
 		svc("good", nil),
+		// No pod selected yet: the controller's placeholder slice has neither endpoints nor ports.
+		svc("waiting", func(s *v1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("web") }),
 	}
 	slices := []*discovery.EndpointSlice{
+		slice("waiting", "w-1", nil),
 		slice("unresolved", "u-1", map[string]int32{"other": 8080}, ep{ip: "10.0.0.1"}),
 		slice("good", "g-1", map[string]int32{"http": 8080}, ep{ip: "10.0.0.2"}),
 		slice("mixed", "m-1", map[string]int32{"http": 8080}, ep{ip: "10.0.0.3"}),
@@ -197,7 +200,7 @@ func TestBadServicesAreReportedAndSkipped(t *testing.T) {
 	for _, sp := range snap.Ports {
 		names = append(names, sp.Name.Name+"="+ips(sp.Endpoints))
 	}
-	if got, want := strings.Join(names, " "), "good=10.0.0.2:8080 mixed=10.0.0.3:8080 unresolved="; got != want {
+	if got, want := strings.Join(names, " "), "good=10.0.0.2:8080 mixed=10.0.0.3:8080 unresolved= waiting="; got != want {
 		t.Errorf("ports %q, want %q", got, want)
 	}
 	var probs []string
