@@ -41,7 +41,7 @@ SIGTERM. Containers keep running under their shims when it stops, unless --clean
 	fl.StringVar(&f.cfg.CNIConfDir, "cni-conf-dir", "", "CNI config directory (default <data-dir>/containerd/net.d)")
 	fl.StringVar(&f.cfg.CgroupDriver, "cgroup-driver", "", "cgroupfs or systemd (default: detected)")
 	fl.StringVar(&f.cfg.ImagesDir, "images", "", "directory of image archives to import at start (default <data-dir>/images)")
-	fl.StringVar(&f.cfg.LogLevel, "containerd-log-level", "", "containerd's own log level (default info; its info lines are logged at debug)")
+	fl.StringVar(&f.cfg.LogLevel, "containerd-log-level", "", "containerd's own log level (default info), for the lines it writes to containerd.log in its directory")
 	fl.BoolVar(&f.printConfig, "print-config", false, "print the generated config.toml and exit")
 	fl.StringSliceVar(&f.plainHTTP, "plain-http-registry", nil, "loopback registry host:port to pull from over plain HTTP (e.g. the address of 'nodekit registry'); repeatable")
 	fl.BoolVar(&f.cleanup, "cleanup", false, "on exit, remove every pod and container through CRI before stopping containerd")

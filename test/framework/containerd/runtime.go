@@ -57,9 +57,8 @@ type Options struct {
 	NoNetwork bool
 	// SkipImport leaves the image store empty (no bundled images, not even the pause image).
 	SkipImport bool
-	// Logger receives supervisor and containerd log lines; default: errors only, on stderr, so test
-	// output shows containerd's problems and not its chatter (containerd 1.6 warns on every container
-	// exit).
+	// Logger receives the supervisor's log lines (containerd's own output goes to containerd.log in the
+	// runtime's directory); default: errors only, on stderr.
 	Logger *slog.Logger
 }
 
