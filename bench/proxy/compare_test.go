@@ -129,7 +129,7 @@ func change(t *testing.T, c kubernetes.Interface, i, gen int) {
 	}
 }
 
-var tookRE = regexp.MustCompile(`took=([0-9.]+[a-zµ]+)`)
+var tookRE = regexp.MustCompile(`took=([0-9.hmsuµn]+)`)
 
 // runNodekit returns nodekit's first full sync with all Services and its sync after one change.
 func runNodekit(t *testing.T, c kubernetes.Interface, n int) [2]time.Duration {
@@ -184,9 +184,11 @@ func benchPorts(snap *state.Snapshot) int {
 	return n
 }
 
+// tookRE and elapsedRE take Go durations such as 6m32.99s or 845.2ms.
+//
 // elapsedRE matches kube-proxy's IPv4 sync lines (klog puts the logger's ipFamily before the call's
 // elapsed): kube-proxy syncs each IP family on its own, and only IPv4 has the bench's Services.
-var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete".* ipFamily="IPv4".* elapsed="([0-9.]+[a-zµ]+)"`)
+var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete".* ipFamily="IPv4".* elapsed="([0-9.hmsuµn]+)"`)
 
 // runUpstream runs kube-proxy in a network namespace and returns its first sync with all Services and its
 // sync after one change, from its log.
