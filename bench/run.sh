@@ -24,8 +24,16 @@ for b in $BENCH; do
 		go test -run '^$' -bench . -benchtime 1x ./bench/probes/ ;;
 	scheduler) run "scheduler: throughput, 1000 pods over 100 nodes" \
 		go test -run '^$' -bench . -benchtime 1x ./bench/scheduler/ ;;
-	proxy) run "proxy: full sync and one-change time, 1000 Services x 3 endpoints" \
-		go run ./bench/proxy -services 1000 ;;
+	proxy)
+		run "proxy: full sync and one-change time, 1000 and 10000 Services x 3 endpoints" \
+			go run ./bench/proxy -services 1000,10000
+		# Side by side with upstream kube-proxy (iptables mode) when a binary is given (built outside the
+		# repo, see docs/proxy.md); NODEKIT_BENCH_SERVICES picks the size (default 1000).
+		if [ -n "${NODEKIT_UPSTREAM_KUBE_PROXY:-}" ]; then
+			run "proxy: nodekit vs kube-proxy, same API server" \
+				go test -run TestCompareUpstream -v -timeout 60m ./bench/proxy/
+		fi
+		;;
 	*) echo "bench/run.sh: unknown benchmark $b" >&2; exit 2 ;;
 	esac
 done
