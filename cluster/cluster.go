@@ -265,11 +265,14 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Containerd != "" {
 		agentEnv = append(agentEnv, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
+	// The Node may still say Ready from an earlier run: only a heartbeat of this agent counts (metav1.Time
+	// has whole seconds).
+	agentStart := time.Now().Truncate(time.Second)
 	if err := c.startComponent("agent", c.agentArgs(nodeKubeconfig), agentEnv); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the node to be Ready", "node", cfg.NodeName, "timeout", cfg.NodeTimeout)
-	if err := c.waitNodeReady(ctx); err != nil {
+	if err := c.waitNodeReady(ctx, agentStart); err != nil {
 		return nil, err
 	}
 	log.Info("node Ready", "node", cfg.NodeName)
@@ -406,7 +409,8 @@ func (c *Cluster) writeNodeKubeconfig() (string, error) {
 	return path, nil
 }
 
-func (c *Cluster) waitNodeReady(ctx context.Context) error {
+// waitNodeReady waits until the Node's Ready condition is True with a heartbeat at or after since.
+func (c *Cluster) waitNodeReady(ctx context.Context, since time.Time) error {
 	return poll(ctx, c.cfg.NodeTimeout, "node "+c.cfg.NodeName+" to be Ready", func() (bool, string, error) {
 		for _, comp := range c.components {
 			if err := comp.alive(ctx); err != nil && ctx.Err() == nil {
@@ -420,6 +424,9 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == v1.NodeReady {
+				if cond.LastHeartbeatTime.Time.Before(since) {
+					return false, "Ready condition not yet posted by this agent (last heartbeat " + cond.LastHeartbeatTime.Format(time.RFC3339) + ")", nil
+				}
 				return cond.Status == v1.ConditionTrue, fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message), nil
 			}
 		}

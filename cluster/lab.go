@@ -359,14 +359,20 @@ func (l *Lab) printSummary(ctx context.Context) {
 		// As on a real machine, but installed under the node's data dir (the namespaces share the host's
 		// file system) and started by hand the way the unit would (no systemd in a lab node).
 		bin, root := filepath.Dir(l.cfg.Executable), filepath.Join(n.DataDir, "root")
+		// The checkout's installer when nodekit runs from its bin/ (make up, make build), so the line works
+		// from any directory.
+		installer := "hack/install.sh"
+		if p := filepath.Clean(filepath.Join(bin, "..", "hack", "install.sh")); isFile(p) {
+			installer = p
+		}
 		path := ""
 		if l.cfg.Containerd != "" {
 			path = "PATH=" + filepath.Dir(l.cfg.Containerd) + ":$PATH "
 		}
 		fmt.Fprintf(w, "  join     %s token create --kubeconfig %s   # prints TOKEN, then an agent command line with the sha256:HASH\n", l.cfg.CLI, l.AdminKubeconfig)
 		fmt.Fprintf(w, "           %s lab exec %s -- env DESTDIR=%s NODEKIT_SKIP_DEPS=1 NODEKIT_DATA_DIR=%s NODEKIT_BIN_DIR=%s \\\n"+
-			"             hack/install.sh agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
-			cli, n.Name, root, n.DataDir, bin, l.rest.Host, n.Name, n.IP, strings.Join(n.JoinArgs, " "))
+			"             %s agent --server %s --token TOKEN --ca-hash HASH --node-name %s --node-ip %s -- %s\n",
+			cli, n.Name, root, n.DataDir, bin, installer, l.rest.Host, n.Name, n.IP, strings.Join(n.JoinArgs, " "))
 		fmt.Fprintf(w, "           %s lab exec %s -- sh -c 'set -a; . %s/etc/nodekit/agent.env; %sexec %s/usr/local/bin/nodekit agent --data-dir \"$NODEKIT_DATA_DIR\" $NODEKIT_AGENT_ARGS'\n",
 			cli, n.Name, root, path, root)
 	}
@@ -555,3 +561,9 @@ func parentPID(pid int) int {
 
 // netnsPath is where `ip netns add` pins the named network namespace.
 func netnsPath(name string) string { return filepath.Join("/run/netns", name) }
+
+// isFile reports whether path names a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
