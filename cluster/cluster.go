@@ -520,18 +520,24 @@ func processAlive(pid int, word string) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "nodekit") {
-		return false
-	}
-	for _, a := range args[1:] {
+	for _, a := range nodekitArgs(pid) {
 		if a == word {
 			return true
 		}
 	}
 	return false
+}
+
+// nodekitArgs returns the arguments of pid's command line when pid runs nodekit (its executable's name
+// contains "nodekit"), else nil.
+func nodekitArgs(pid int) []string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return nil
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "nodekit") {
+		return nil
+	}
+	return args[1:]
 }

@@ -500,15 +500,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 
 // processUsesPrefix reports whether pid runs nodekit with an absolute-path argument under dir.
 func processUsesPrefix(pid int, dir string) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "nodekit") {
-		return false
-	}
-	for _, a := range args[1:] {
+	for _, a := range nodekitArgs(pid) {
 		if strings.HasPrefix(a, "/") && within(a, dir) {
 			return true
 		}

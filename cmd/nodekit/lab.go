@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -39,12 +38,11 @@ func init() {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(componentLevel)); err != nil {
-				return fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", componentLevel)
+			var err error
+			if cfg.ComponentLogs, err = componentLogs(componentLevel); err != nil {
+				return err
 			}
 			cfg.DataDir = labDataDir()
-			cfg.ComponentLogs = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
 			cfg.Out = cmd.OutOrStdout()
 			cfg.CLI = os.Args[0]
 			// The nodes import <data-dir>/images by default and nodekit.local images cannot be pulled:

@@ -38,17 +38,12 @@ images are built there first ('nodekit images build').`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(componentLevel)); err != nil {
-				return fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", componentLevel)
+			var err error
+			if cfg.ComponentLogs, err = componentLogs(componentLevel); err != nil {
+				return err
 			}
 			cfg.DataDir = globals.dataDir
 			cfg.Demo = !noDemo
-			opts := &slog.HandlerOptions{Level: lv}
-			cfg.ComponentLogs = slog.NewTextHandler(os.Stderr, opts)
-			if globals.logJSON {
-				cfg.ComponentLogs = slog.NewJSONHandler(os.Stderr, opts)
-			}
 			cfg.Out = cmd.OutOrStdout()
 			cfg.CLI = os.Args[0]
 			if err := ensureImages(cmd, cfg.ImagesDir, globals.dataDir); err != nil {
@@ -109,4 +104,18 @@ func ensureImages(cmd *cobra.Command, dir, dataDir string) error {
 		return fmt.Errorf("building the bundled images into %s: %w", dir, err)
 	}
 	return nil
+}
+
+// componentLogs returns the console handler for the supervised components' log records at level
+// (--component-log-level: debug, info, warn or error), JSON with --log-json.
+func componentLogs(level string) (slog.Handler, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if globals.logJSON {
+		return slog.NewJSONHandler(os.Stderr, opts), nil
+	}
+	return slog.NewTextHandler(os.Stderr, opts), nil
 }
