@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/controlplane/scheduler"
+	"github.com/nodekit/nodekit/internal/sdnotify"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -85,7 +86,7 @@ func runServer(ctx context.Context) error {
 	if err := startControllers(ctx, api.KubeconfigPath, o.controllers); err != nil {
 		return err
 	}
-	notifySystemd(ctx, "server", apiServing(ctx, api.KubeconfigPath))
+	sdnotify.Notify(ctx, "server", apiServing(ctx, api.KubeconfigPath))
 	return api.Run(ctx)
 }
 
