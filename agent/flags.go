@@ -74,12 +74,19 @@ func (f *Flags) Config() (Config, error) {
 	return c, nil
 }
 
-// Args returns the command line after `nodekit` that runs this agent: Command, then every flag whose
-// value differs from Default()'s, in flag-name order. With KubeletConfigFile set, every kubelet flag is
-// given (the file then supplies only the fields without a flag). The hooks are not part of it, nor are
-// Kubelet fields without a flag unless KubeletConfigFile holds them. The token, when set, appears in the
-// argv: pass it as $NODEKIT_TOKEN where command lines are visible.
+// Args returns the command line after `nodekit` that runs this agent: Command, --data-dir (always, so
+// that the process names its data dir, which `nodekit down` checks), then FlagArgs. The hooks are not
+// part of it. The token, when set, appears in the argv: pass it as $NODEKIT_TOKEN where command lines
+// are visible.
 func (c Config) Args() []string {
+	return append([]string{Command, "--" + FlagDataDir, c.DataDir}, c.FlagArgs()...)
+}
+
+// FlagArgs returns the flags, other than --data-dir, whose values differ from Default()'s, in flag-name
+// order: --name value, or --name=value for a bool. With KubeletConfigFile set, every kubelet flag is
+// given, so that the file supplies only the fields without a flag; without it, Kubelet fields that have
+// no flag are not carried.
+func (c Config) FlagArgs() []string {
 	got, def := c.deepCopy(), Default()
 	gotFS, defFS := pflag.NewFlagSet(Command, pflag.ContinueOnError), pflag.NewFlagSet(Command, pflag.ContinueOnError)
 	kf := BindFlags(gotFS, &got).kubelet
@@ -88,10 +95,13 @@ func (c Config) Args() []string {
 	for _, n := range kf.Names() {
 		kubeletFlag[n] = true
 	}
-	args := []string{Command}
+	var args []string
 	gotFS.VisitAll(func(fl *pflag.Flag) {
 		v := flagValue(fl)
-		if v == flagValue(defFS.Lookup(fl.Name)) && !(c.KubeletConfigFile != "" && kubeletFlag[fl.Name]) {
+		switch {
+		case fl.Name == FlagDataDir:
+			return
+		case v == flagValue(defFS.Lookup(fl.Name)) && !(c.KubeletConfigFile != "" && kubeletFlag[fl.Name]):
 			return
 		}
 		if _, isBool := fl.Value.(interface{ IsBoolFlag() bool }); isBool {

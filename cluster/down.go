@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	cniconfig "github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/netconf"
@@ -112,11 +113,12 @@ func Down(ctx context.Context, o DownOptions) error {
 // removePods starts the managed containerd of dataDir (if it has one) and removes every pod sandbox and
 // container through CRI, then stops it. It returns the pod UIDs it found.
 func removePods(ctx context.Context, dataDir string, st State, log *slog.Logger) ([]string, error) {
-	dir := filepath.Join(dataDir, "containerd")
+	paths := agent.Config{DataDir: dataDir}.Paths()
+	dir := paths.Containerd
 	if _, err := os.Stat(filepath.Join(dir, "root")); err != nil {
 		return nil, nil // containerd never ran here
 	}
-	binDirs := []string{filepath.Join(dataDir, "cni", "bin")}
+	binDirs := []string{paths.CNIBin}
 	for _, d := range containerd.DefaultCNIBinDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			binDirs = append(binDirs, d)
