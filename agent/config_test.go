@@ -130,3 +130,24 @@ func TestPaths(t *testing.T) {
 		t.Errorf("Paths() with explicit dirs = %+v\nwant %+v", got, want)
 	}
 }
+
+func TestRunRejectsBadSettings(t *testing.T) {
+	t.Setenv("NODEKIT_TOKEN", "")
+	t.Setenv("NODEKIT_CA_HASH", "")
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.NodeIP = "10.0.0" }, `--node-ip: "10.0.0" is not an IP address`},
+		{func(c *Config) { c.ClusterCIDR = "10.244.0.0" }, "--cluster-cidr"},
+		{func(c *Config) { c.Kubelet.Port = 0 }, "kubelet config: port: 0 is not in 1-65535"},
+		{func(c *Config) { c.Token = "abcdef.0123456789abcdef" }, "--ca-hash: required with --token"},
+	} {
+		c := Default()
+		c.DataDir, c.NodeName, c.NodeIP = t.TempDir(), "n1", "10.0.0.1"
+		tc.mod(&c)
+		if err := Run(t.Context(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run error = %v, want it to contain %q", err, tc.want)
+		}
+	}
+}

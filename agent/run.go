@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
+	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/prober"
@@ -86,7 +87,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// newAgent validates cfg and resolves the node's identity: name, InternalIP, labels.
+// newAgent validates cfg (the KubeletConfiguration with kubelet/config's Validate, the cluster CIDR)
+// and resolves the node's identity: name, InternalIP, labels.
 func newAgent(cfg Config) (*agent, error) {
 	a := &agent{cfg: cfg, paths: cfg.Paths(), log: cfg.Logger}
 	if a.log == nil {
@@ -102,6 +104,9 @@ func newAgent(cfg Config) (*agent, error) {
 		}
 	} else if a.nodeIP, err = nodestatus.DefaultRouteIP(); err != nil {
 		return nil, err
+	}
+	if err := kubeletconfig.Validate(&cfg.Kubelet); err != nil {
+		return nil, fmt.Errorf("kubelet config: %w", err)
 	}
 	if _, _, err := net.ParseCIDR(cfg.ClusterCIDR); err != nil {
 		return nil, fmt.Errorf("--%s: %w", FlagClusterCIDR, err)
