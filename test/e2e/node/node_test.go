@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,11 +175,14 @@ registerWithTaints:
 		}
 	}
 
-	// The Lease: owned by the Node, duration from the config file, renewed every duration/4 (1 s).
-	lease, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The Lease (created by its own controller, maybe just after Ready): owned by the Node, duration
+	// from the config file, renewed every duration/4 (1 s).
+	var lease *coordinationv1.Lease
+	waitFor(t, 10*time.Second, "the node's Lease", func() (bool, string) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		lease = l
+		return err == nil, fmt.Sprint(err)
+	})
 	if *lease.Spec.HolderIdentity != nodeName || *lease.Spec.LeaseDurationSeconds != 4 || len(lease.OwnerReferences) != 1 ||
 		lease.OwnerReferences[0].UID != node.UID || lease.OwnerReferences[0].Kind != "Node" {
 		t.Errorf("lease = %+v", lease)
