@@ -503,15 +503,10 @@ func (o *inspectOptions) run(c context.Context, cl criClient, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	var docs []statusDoc
-	for _, id := range ids {
+	return printInspected(out, &o.statusFlags, ids, func(id string) (inspected, error) {
 		r, err := cl.rt.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: !o.quiet})
 		if err != nil {
-			return fmt.Errorf("get container status of %s: %w", id, err)
-		}
-		if o.output == formatTable {
-			printContainerStatus(out, r, !o.quiet)
-			continue
+			return inspected{}, fmt.Errorf("get container status of %s: %w", id, err)
 		}
 		s := r.GetStatus()
 		ts := map[string]int64{"createdAt": s.GetCreatedAt(), "startedAt": 0, "finishedAt": 0}
@@ -521,9 +516,11 @@ func (o *inspectOptions) run(c context.Context, cl criClient, out io.Writer) err
 		if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED || s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 			ts["finishedAt"] = s.GetFinishedAt()
 		}
-		docs = append(docs, statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true})
-	}
-	return printStatus(out, docs, o.output, o.template)
+		return inspected{
+			table: func(out io.Writer) { printContainerStatus(out, r, !o.quiet) },
+			doc:   statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true},
+		}, nil
+	})
 }
 
 func printContainerStatus(out io.Writer, r *runtimeapi.ContainerStatusResponse, verbose bool) {

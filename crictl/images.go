@@ -410,33 +410,34 @@ func inspectImages(c context.Context, cl criClient, refs []string, o *statusFlag
 	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
 		return err
 	}
-	var docs []statusDoc
-	for _, ref := range refs {
+	return printInspected(out, o, refs, func(ref string) (inspected, error) {
 		r, err := cl.img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: !o.quiet})
 		if err != nil {
-			return fmt.Errorf("image status of %q: %w", ref, err)
+			return inspected{}, fmt.Errorf("image status of %q: %w", ref, err)
 		}
 		if r.GetImage() == nil {
-			return fmt.Errorf("no such image %q", ref)
+			return inspected{}, fmt.Errorf("no such image %q", ref)
 		}
-		if o.output == formatTable {
-			im := r.GetImage()
-			fmt.Fprintf(out, "ID: %s\n", im.GetId())
-			for _, t := range im.GetRepoTags() {
-				fmt.Fprintf(out, "Tag: %s\n", t)
-			}
-			for _, d := range im.GetRepoDigests() {
-				fmt.Fprintf(out, "Digest: %s\n", d)
-			}
-			fmt.Fprintf(out, "Size: %s\n", humanSize(float64(im.GetSize()), 3))
-			if !o.quiet {
-				fmt.Fprintf(out, "Info: %v\n", r.GetInfo())
-			}
-			continue
-		}
-		docs = append(docs, statusDoc{status: r.GetImage(), info: r.GetInfo()})
+		return inspected{
+			table: func(out io.Writer) { printImageStatus(out, r, !o.quiet) },
+			doc:   statusDoc{status: r.GetImage(), info: r.GetInfo()},
+		}, nil
+	})
+}
+
+func printImageStatus(out io.Writer, r *runtimeapi.ImageStatusResponse, verbose bool) {
+	im := r.GetImage()
+	fmt.Fprintf(out, "ID: %s\n", im.GetId())
+	for _, t := range im.GetRepoTags() {
+		fmt.Fprintf(out, "Tag: %s\n", t)
 	}
-	return printStatus(out, docs, o.output, o.template)
+	for _, d := range im.GetRepoDigests() {
+		fmt.Fprintf(out, "Digest: %s\n", d)
+	}
+	fmt.Fprintf(out, "Size: %s\n", humanSize(float64(im.GetSize()), 3))
+	if verbose {
+		fmt.Fprintf(out, "Info: %v\n", r.GetInfo())
+	}
 }
 
 // rmiOptions are the options of rmi: images by reference or ID, all of them, or the unused ones.

@@ -239,20 +239,17 @@ func (o *inspectpOptions) run(c context.Context, cl criClient, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	var docs []statusDoc
-	for _, id := range ids {
+	return printInspected(out, &o.statusFlags, ids, func(id string) (inspected, error) {
 		r, err := cl.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: !o.quiet})
 		if err != nil {
-			return fmt.Errorf("get pod sandbox status of %s: %w", id, err)
+			return inspected{}, fmt.Errorf("get pod sandbox status of %s: %w", id, err)
 		}
-		if o.output == formatTable {
-			printPodStatus(out, r, !o.quiet)
-			continue
-		}
-		docs = append(docs, statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
-			times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}})
-	}
-	return printStatus(out, docs, o.output, o.template)
+		return inspected{
+			table: func(out io.Writer) { printPodStatus(out, r, !o.quiet) },
+			doc: statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
+				times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}},
+		}, nil
+	})
 }
 
 func printPodStatus(out io.Writer, r *runtimeapi.PodSandboxStatusResponse, verbose bool) {
