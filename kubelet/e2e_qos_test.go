@@ -24,13 +24,7 @@ func TestBestEffortEphemeralStorageCgroup(t *testing.T) {
 	n := newNode(t, false)
 	pod := n.demoPod("ephemeral")
 	pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("64Mi")}
-	n.create(pod)
-	p := n.waitPod("ephemeral", 60*time.Second, "Running", running)
-	if p.Status.QOSClass != v1.PodQOSBestEffort {
-		t.Errorf("qosClass = %s, want BestEffort", p.Status.QOSClass)
-	}
-	id := containerStatus(p, "demo").ContainerID
-	parent := filepath.Join(n.cgroupRoot, "kubepods", "besteffort", "pod"+string(p.UID))
+	p, id, parent := n.runInQOS(pod, v1.PodQOSBestEffort)
 	for _, ctrl := range []string{"memory", "cpu"} {
 		procs := cgroupFile(t, ctrl, parent, id, "cgroup.procs")
 		if len(strings.Fields(procs)) == 0 {
@@ -47,4 +41,26 @@ func TestBestEffortEphemeralStorageCgroup(t *testing.T) {
 	if got := strings.TrimSpace(n.exec(id, "cat", "/proc/1/oom_score_adj")); got != "1000" {
 		t.Errorf("oom_score_adj = %s, want 1000 (BestEffort)", got)
 	}
+}
+
+// runInQOS creates pod, waits until it runs and checks that the apiserver gave it QoS class want. It
+// returns the running pod, the ID of its first container and the pod's cgroup below the node's cgroup
+// root as the kubelet lays it out for that class (kubepods/pod<uid>, kubepods/burstable/pod<uid>,
+// kubepods/besteffort/pod<uid>).
+func (n *node) runInQOS(pod *v1.Pod, want v1.PodQOSClass) (*v1.Pod, string, string) {
+	n.t.Helper()
+	n.create(pod)
+	p := n.waitPod(pod.Name, 60*time.Second, "Running", running)
+	if p.Status.QOSClass != want {
+		n.t.Errorf("pod %s: qosClass = %s, want %s", pod.Name, p.Status.QOSClass, want)
+	}
+	parent := []string{n.cgroupRoot, "kubepods"}
+	switch want {
+	case v1.PodQOSBurstable:
+		parent = append(parent, "burstable")
+	case v1.PodQOSBestEffort:
+		parent = append(parent, "besteffort")
+	}
+	parent = append(parent, "pod"+string(p.UID))
+	return p, containerStatus(p, pod.Spec.Containers[0].Name).ContainerID, filepath.Join(parent...)
 }
