@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/internal/logging"
 )
 
 func init() {
@@ -109,13 +110,9 @@ func ensureImages(cmd *cobra.Command, dir, dataDir string) error {
 // componentLogs returns the console handler for the supervised components' log records at level
 // (--component-log-level: debug, info, warn or error), JSON with --log-json.
 func componentLogs(level string) (slog.Handler, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", level)
+	h, err := logging.NewHandler(os.Stderr, level, globals.logJSON)
+	if err != nil {
+		return nil, fmt.Errorf("--component-log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	if globals.logJSON {
-		return slog.NewJSONHandler(os.Stderr, opts), nil
-	}
-	return slog.NewTextHandler(os.Stderr, opts), nil
+	return h, nil
 }
