@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	cniconfig "github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/teardown"
 	"github.com/nodekit/nodekit/proxy"
@@ -104,39 +102,17 @@ func Down(ctx context.Context, o DownOptions) error {
 	return errors.Join(errs...)
 }
 
-// removePods starts the managed containerd of dataDir (if it has one) and removes every pod sandbox and
-// container through CRI, then stops it. It returns the pod UIDs it found.
+// removePods removes every pod and container of dataDir's managed containerd (runtime teardown) and
+// returns the pod UIDs it found.
 func removePods(ctx context.Context, dataDir string, st State, log *slog.Logger) ([]string, error) {
-	dir := filepath.Join(dataDir, "containerd")
-	if _, err := os.Stat(filepath.Join(dir, "root")); err != nil {
-		return nil, nil // containerd never ran here
-	}
 	binDirs := []string{filepath.Join(dataDir, "cni", "bin")}
 	for _, d := range containerd.DefaultCNIBinDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			binDirs = append(binDirs, d)
 		}
 	}
-	sup, err := containerd.New(ctx, containerd.Config{Dir: dir, Binary: st.Containerd, CNIConfDir: st.CNIConfDir,
-		CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("starting the managed containerd to remove pods", "dir", dir)
-	if err := sup.Start(ctx); err != nil {
-		return nil, errors.Join(err, sup.Stop(ctx))
-	}
-	var uids []string
-	if c := sup.Client(); c != nil {
-		resp, err := c.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err == nil {
-			for _, s := range resp.GetItems() {
-				uids = append(uids, s.GetMetadata().GetUid())
-			}
-		}
-	}
-	log.Info("removing pods and containers", "pods", len(uids))
-	return uids, sup.Cleanup(ctx)
+	return containerd.RemovePods(ctx, containerd.Config{Dir: filepath.Join(dataDir, "containerd"), Binary: st.Containerd,
+		CNIConfDir: st.CNIConfDir, CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
 }
 
 func within(path, dir string) bool {
