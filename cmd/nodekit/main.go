@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/internal/logging"
 )
 
@@ -40,7 +41,7 @@ var (
 
 func init() {
 	pf := root.PersistentFlags()
-	pf.StringVar(&globals.dataDir, "data-dir", "/var/lib/nodekit", "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
+	pf.StringVar(&globals.dataDir, "data-dir", cluster.DefaultDataDir, "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
 	pf.StringVar(&globals.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	pf.BoolVar(&globals.logJSON, "log-json", false, "write logs as JSON lines instead of key=value text")
 }
