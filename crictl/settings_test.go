@@ -42,7 +42,7 @@ func resolveArgs(t *testing.T, args ...string) (*app, error) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return a, a.resolve(fs)
+	return a, a.resolve(fs, false)
 }
 
 func TestResolvePrecedence(t *testing.T) {
