@@ -100,15 +100,19 @@ func writeSettings(path string, s settings) error {
 	m := doc.Content[0]
 	for _, key := range settingKeys {
 		v, _ := s.get(key)
+		style := yamlv3.Style(0)
+		if v == "" {
+			style = yamlv3.DoubleQuotedStyle // `key: ""`, as upstream writes it, not a null
+		}
 		found := false
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			if m.Content[i].Value == key {
-				m.Content[i+1].Value, m.Content[i+1].Tag, m.Content[i+1].Style = v, "", 0
+				m.Content[i+1].Value, m.Content[i+1].Tag, m.Content[i+1].Style = v, "", style
 				found = true
 			}
 		}
 		if !found {
-			m.Content = append(m.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key}, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: v})
+			m.Content = append(m.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key}, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: v, Style: style})
 		}
 	}
 	out, err := yamlv3.Marshal(&doc)

@@ -403,7 +403,7 @@ func (o *runOptions) run(c context.Context, cl criClient, s streams) error {
 		return err
 	}
 	left := func(err error) error {
-		return fmt.Errorf("%w (pod sandbox %s is left running; remove it with crictl rmp -f %s)", err, podID, truncateID(podID, ""))
+		return fmt.Errorf("%w (pod sandbox %s is left running; remove it with crictl rmp -f %[2]s)", err, podID)
 	}
 	id, err := createContainer(c, cl, s, podID, ctrCfg, podCfg, pull, &o.pull, o.timeout)
 	if err != nil {

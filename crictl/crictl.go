@@ -204,7 +204,7 @@ func (a *app) run(c context.Context, args []string) error {
 			return tree.Help()
 		}
 		if hint := notHereHint("crictl", err); hint != "" {
-			return fmt.Errorf("%w: nodekit's crictl has %s", err, hint)
+			return fmt.Errorf("%w (not in nodekit's crictl: %s)", err, hint)
 		}
 		return err
 	}
@@ -307,7 +307,7 @@ func oneLineErrors(run func(*cobra.Command, []string) error) func(*cobra.Command
 // gets the reason (notHere).
 func flagError(cmd *cobra.Command, err error) error {
 	if hint := notHereHint(cmd.CommandPath(), err); hint != "" {
-		return fmt.Errorf("%w: nodekit's crictl has %s", err, hint)
+		return fmt.Errorf("%w (not in nodekit's crictl: %s)", err, hint)
 	}
 	return err
 }

@@ -26,10 +26,13 @@ func withEnv(fs *pflag.FlagSet, name, env string) {
 // command line and whose variable is set and not empty, from that variable. A value the flag refuses
 // is an error naming the variable and the flag.
 func applyEnv(fs *pflag.FlagSet) error {
+	// A flag given under an alias (longAlias: --pt for --pull-timeout) is given too.
+	given := map[pflag.Value]bool{}
+	fs.Visit(func(f *pflag.Flag) { given[f.Value] = true })
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
 		envs := f.Annotations[envAnnotation]
-		if err != nil || f.Changed || len(envs) == 0 {
+		if err != nil || given[f.Value] || len(envs) == 0 {
 			return
 		}
 		v, ok := os.LookupEnv(envs[0])

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strings"
 
 	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -106,7 +105,7 @@ func schemaOf(t reflect.Type, defs map[string]any) map[string]any {
 				vals[i] = i
 			}
 			s["enum"] = vals
-			s["description"] = t.Name() + ":" + strings.TrimPrefix(enumHint(t), " ")
+			s["description"] = t.Name() + enumHint(t)
 		}
 		return s
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
