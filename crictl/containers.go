@@ -266,6 +266,24 @@ func (p *containerPull) wanted() (bool, error) {
 	return p.withPull || (p.byDefault && !p.noPull), nil
 }
 
+// load checks the pull flags and reads the container and pod config files: whether to pull, and the
+// two configs.
+func (p *containerPull) load(ctrPath, podPath string) (bool, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+	pull, err := p.wanted()
+	if err != nil {
+		return false, nil, nil, err
+	}
+	ctrCfg, err := loadContainerConfig(ctrPath)
+	if err != nil {
+		return false, nil, nil, err
+	}
+	podCfg, err := loadPodSandboxConfig(podPath)
+	if err != nil {
+		return false, nil, nil, err
+	}
+	return pull, ctrCfg, podCfg, nil
+}
+
 // createOptions are the options of create.
 type createOptions struct {
 	podPrefix, containerConfig, podConfig string
@@ -298,15 +316,7 @@ func (a *app) createCommand() *cobra.Command {
 
 // run reads both configs, pulls the image if asked, and creates the container.
 func (o *createOptions) run(c context.Context, cl criClient, s streams) error {
-	pull, err := o.wanted()
-	if err != nil {
-		return err
-	}
-	ctrCfg, err := loadContainerConfig(o.containerConfig)
-	if err != nil {
-		return err
-	}
-	podCfg, err := loadPodSandboxConfig(o.podConfig)
+	pull, ctrCfg, podCfg, err := o.load(o.containerConfig, o.podConfig)
 	if err != nil {
 		return err
 	}
@@ -386,15 +396,7 @@ func (a *app) runCommand() *cobra.Command {
 // it. A failure after the sandbox runs names the sandbox, which is left for the user to inspect or
 // remove, as upstream leaves it.
 func (o *runOptions) run(c context.Context, cl criClient, s streams) error {
-	pull, err := o.wanted()
-	if err != nil {
-		return err
-	}
-	ctrCfg, err := loadContainerConfig(o.containerConfig)
-	if err != nil {
-		return err
-	}
-	podCfg, err := loadPodSandboxConfig(o.podConfig)
+	pull, ctrCfg, podCfg, err := o.load(o.containerConfig, o.podConfig)
 	if err != nil {
 		return err
 	}
