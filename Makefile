@@ -51,7 +51,7 @@ crictl-upstream-flags:
 		$(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_UPSTREAM_VERSION)
 	CRICTL_VERSION=$(CRICTL_UPSTREAM_VERSION) hack/crictl-upstream-flags.sh $(CRICTL_UPSTREAM_DIR)/bin/crictl > crictl/testdata/upstream-flags.txt
 
-# One command to a running single-node cluster with the demo: server, agent and proxy under `nodekit up`
+# One command to a running single-node cluster with the demo: the server and the agent (kubelet and proxy) under `nodekit up`
 # (Ctrl-C stops it, a rerun resumes; `bin/nodekit down --purge` removes everything). UP_FLAGS adds flags.
 up: deps images
 	$(BIN) up --images-dir $(IMAGES_DIR) $(UP_FLAGS)
