@@ -13,6 +13,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/internal/podnet"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
@@ -24,8 +25,8 @@ const (
 	// DefaultDataDir is --data-dir's default: the agent's persistent state (see Paths).
 	DefaultDataDir = "/var/lib/nodekit"
 	// DefaultClusterCIDR is the cluster's pod network every node's podCIDR is cut from (the server's
-	// --cluster-cidr default must be the same range).
-	DefaultClusterCIDR = "10.244.0.0/16"
+	// --cluster-cidr default: internal/podnet's, shared by both halves).
+	DefaultClusterCIDR = podnet.DefaultClusterCIDR
 	// DefaultCNIConfDir is where the agent writes its conflist (the directory containerd's CRI reads).
 	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).

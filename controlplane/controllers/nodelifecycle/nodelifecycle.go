@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // LeaseNamespace holds the kubelets' heartbeat Leases, one per Node, named after it.
@@ -51,6 +52,12 @@ type health struct {
 	heartbeat time.Time
 }
 
+// Defaults of Options (kube-controller-manager's --node-monitor-grace-period and --node-monitor-period).
+const (
+	DefaultGracePeriod   = 40 * time.Second
+	DefaultMonitorPeriod = 5 * time.Second
+)
+
 // Controller monitors node health and performs taint-based eviction.
 type Controller struct {
 	client kubernetes.Interface
@@ -67,10 +74,10 @@ type Controller struct {
 // New registers the controller's informers (Nodes, Leases, Pods indexed by node) on factory.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options, log *slog.Logger) (*Controller, error) {
 	if opts.GracePeriod <= 0 {
-		opts.GracePeriod = 40 * time.Second
+		opts.GracePeriod = DefaultGracePeriod
 	}
 	if opts.MonitorPeriod <= 0 {
-		opts.MonitorPeriod = 5 * time.Second
+		opts.MonitorPeriod = DefaultMonitorPeriod
 	}
 	if log == nil {
 		log = slog.Default()
@@ -250,7 +257,7 @@ func (c *Controller) markPodsNotReady(ctx context.Context, nodeName string) {
 	for _, o := range objs {
 		p := o.(*v1.Pod)
 		cond := podutil.Condition(p, v1.PodReady)
-		if cond == nil || cond.Status != v1.ConditionTrue || podutil.IsTerminal(p) {
+		if cond == nil || cond.Status != v1.ConditionTrue || podspec.IsTerminal(p.Status.Phase) {
 			continue
 		}
 		upd := p.DeepCopy()
@@ -403,7 +410,7 @@ func (c *Controller) evictPods(ctx context.Context, nodeName string, now time.Ti
 	}
 	for _, o := range objs {
 		p := o.(*v1.Pod)
-		if p.DeletionTimestamp != nil || podutil.IsTerminal(p) {
+		if p.DeletionTimestamp != nil || podspec.IsTerminal(p.Status.Phase) {
 			continue
 		}
 		at, ok := c.evictAt(p, noExec, now)

@@ -22,7 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/agent"
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -261,7 +261,7 @@ func runPod(t *testing.T, admin kubernetes.Interface, node, name string) running
 	t.Helper()
 	grace := int64(1)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{NodeName: node,
-		TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "demo", Image: images.DemoServerV1}}}}
+		TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1}}}}
 	if _, err := admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
