@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/internal/cli"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 )
 
 // Flag names of the agent's own settings (the KubeletConfiguration flags are kubelet/config's).
 const (
-	FlagDataDir          = "data-dir"
+	FlagDataDir          = cli.FlagDataDir
 	FlagServer           = "server"
 	FlagKubeconfig       = "kubeconfig"
 	FlagNodeName         = "node-name"

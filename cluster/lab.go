@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -496,7 +497,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 	for _, n := range st.Nodes {
 		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
 			log.Info("removing node", "node", n.Name)
-			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", "--purge", "--data-dir", n.DataDir).CombinedOutput()
+			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", cli.Flag(FlagPurge), cli.Flag(cli.FlagDataDir), n.DataDir).CombinedOutput()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("down in %s: %v: %s", n.Name, err, out))
 			}
