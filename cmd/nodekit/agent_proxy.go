@@ -19,7 +19,7 @@ type proxyFlags struct {
 
 func (p *proxyFlags) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&p.disable, "disable-proxy", false, "do not run the service proxy (when another kube-proxy serves this node)")
-	fs.StringVar(&p.mode, "proxy-mode", string(proxy.ModeIPTables), "service proxy backend: iptables or ipvs")
+	fs.StringVar(&p.mode, "proxy-mode", string(proxy.ModeIPTables), "service proxy backend: iptables, ipvs or nftables")
 	fs.StringVar(&p.metricsAddr, "proxy-metrics-bind-address", "127.0.0.1:10249", "host:port of the proxy's /healthz and /metrics; empty disables")
 }
 
