@@ -83,16 +83,21 @@ type BaseChain struct {
 type Chain struct {
 	Base  *BaseChain
 	Rules []Rule
+	text  string // content, once computed
 }
 
-// content is the chain's rules as text, which is what decides whether a sync rewrites it.
+// content is the chain's rules as text, which is what decides whether a sync rewrites it. It is computed
+// once: a chain is not changed after Build.
 func (c *Chain) content() string {
-	var b strings.Builder
-	for _, r := range c.Rules {
-		b.WriteString(r.Text)
-		b.WriteByte('\n')
+	if c.text == "" {
+		var b strings.Builder
+		for _, r := range c.Rules {
+			b.WriteString(r.Text)
+			b.WriteByte('\n')
+		}
+		c.text = b.String()
 	}
-	return b.String()
+	return c.text
 }
 
 // Rule is one nftables rule: Text is its nft syntax (what tests and the diff read), exprs the netlink

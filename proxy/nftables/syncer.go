@@ -184,8 +184,11 @@ func (o op) String() string {
 }
 
 func (o op) messages() int {
-	if o.kind == opAddRule && len(o.rule.vmap) > 0 {
+	switch {
+	case o.kind == opAddRule && len(o.rule.vmap) > 0:
 		return 3 // the anonymous map, its elements, the rule
+	case o.kind == opAddElements || o.kind == opDelElements:
+		return (len(o.elems) + elementsPerMessage - 1) / elementsPerMessage
 	}
 	return 1
 }
@@ -533,10 +536,14 @@ func queue(conn *nftables.Conn, ops []op) error {
 			err = addRule(conn, t, chain(o.name), o.rule)
 		case opFlushMap:
 			conn.FlushSet(vmap(o.name))
-		case opAddElements:
-			err = conn.SetAddElements(vmap(o.name), setElements(o.elems))
-		case opDelElements:
-			err = conn.SetDeleteElements(vmap(o.name), setElements(o.elems))
+		case opAddElements, opDelElements:
+			for _, part := range chunks(o.elems) {
+				if o.kind == opAddElements {
+					err = errors.Join(err, conn.SetAddElements(vmap(o.name), setElements(part)))
+				} else {
+					err = errors.Join(err, conn.SetDeleteElements(vmap(o.name), setElements(part)))
+				}
+			}
 		case opDelChain:
 			conn.DelChain(chain(o.name))
 		case opDelSet:
@@ -547,6 +554,19 @@ func queue(conn *nftables.Conn, ops []op) error {
 		}
 	}
 	return nil
+}
+
+// elementsPerMessage bounds the elements of one netlink message: the element list is one netlink attribute,
+// whose length is 16 bits (64 KiB), and an element with its goto chain name takes up to ~300 bytes.
+const elementsPerMessage = 200
+
+func chunks(els []Element) [][]Element {
+	var out [][]Element
+	for len(els) > elementsPerMessage {
+		out = append(out, els[:elementsPerMessage])
+		els = els[elementsPerMessage:]
+	}
+	return append(out, els)
 }
 
 func setElements(els []Element) []nftables.SetElement {

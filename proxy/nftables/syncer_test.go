@@ -166,16 +166,17 @@ func TestSyncPartialRestartAndCleanup(t *testing.T) {
 	}
 }
 
-// TestSyncInBatches: a sync cut into many small transactions leaves the same table as one transaction.
+// TestSyncInBatches: a sync cut into many small transactions leaves the same table as one transaction; 250
+// Services also need more than one netlink message per map (elementsPerMessage).
 func TestSyncInBatches(t *testing.T) {
 	var snap state.Snapshot
-	for i := 0; i < 40; i++ {
+	for i := 0; i < 250; i++ {
 		sp := port(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, v1.ProtocolTCP, "10.244.1.1", "10.244.1.2", "10.244.1.3")
 		sp.NodePort = int32(30000 + i)
 		snap.Ports = append(snap.Ports, sp)
 	}
 	var listings []string
-	for _, max := range []int{0, 7} {
+	for _, max := range []int{0, 40} {
 		node := testns.New(t)
 		err := node.Do(func(ns.NetNS) error {
 			s, err := New(Config{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}, nil)
@@ -188,8 +189,11 @@ func TestSyncInBatches(t *testing.T) {
 				return err
 			}
 			t.Logf("batch cap %d: %d messages in %d transactions", max, res.Messages, res.Transactions)
-			if max == 7 && res.Transactions < res.Messages/7 {
-				t.Errorf("cap 7: %d transactions for %d messages", res.Transactions, res.Messages)
+			if max == 40 && res.Transactions < res.Messages/40 {
+				t.Errorf("cap 40: %d transactions for %d messages", res.Transactions, res.Messages)
+			}
+			if res.Rules["elements"] != 500 {
+				t.Errorf("%d map elements, want 500 (250 ClusterIPs, 250 NodePorts)", res.Rules["elements"])
 			}
 			listings = append(listings, nftList(t))
 			return nil
