@@ -31,7 +31,11 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/server"
 )
 
 // Config describes the single-node cluster. Zero values take the documented defaults (those of the
@@ -127,10 +131,10 @@ func (c *Config) complete() error {
 			*s = v
 		}
 	}
-	def(&c.APIBindAddress, "0.0.0.0")
-	def(&c.EtcdClientAddr, "127.0.0.1:2379")
-	def(&c.ServiceCIDR, "10.96.0.0/12")
-	def(&c.ClusterCIDR, "10.244.0.0/16")
+	def(&c.APIBindAddress, server.DefaultBindAddress)
+	def(&c.EtcdClientAddr, server.DefaultEtcdClientAddr)
+	def(&c.ServiceCIDR, server.DefaultServiceCIDR)
+	def(&c.ClusterCIDR, server.DefaultClusterCIDR)
 	def(&c.KubeletAddress, "0.0.0.0")
 	def(&c.ProxyMetricsAddr, "127.0.0.1:10249")
 	def(&c.ImagesDir, filepath.Join(c.DataDir, "images"))
@@ -142,7 +146,7 @@ func (c *Config) complete() error {
 		}
 	}
 	if c.APIPort == 0 {
-		c.APIPort = 6443
+		c.APIPort = server.DefaultSecurePort
 	}
 	if c.KubeletPort == 0 {
 		c.KubeletPort = 10250
@@ -240,7 +244,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.WriteFile(statePath(cfg.DataDir), append(b, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "admin.kubeconfig")}
+	c := &Cluster{cfg: cfg, AdminKubeconfig: cfg.server().Paths().AdminKubeconfig}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -249,7 +253,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	log := cfg.Logger
 
 	// 1. The control plane.
-	if err := c.startComponent("server", c.serverArgs(), nil); err != nil {
+	if err := c.startServer(cfg.server()); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the API server", "timeout", cfg.APITimeout)
@@ -338,11 +342,17 @@ func (c *Cluster) start(s spec) error {
 	return nil
 }
 
-func (c *Cluster) serverArgs() []string {
-	cfg := c.cfg
-	return []string{"--bind-address", cfg.APIBindAddress, "--secure-port", strconv.Itoa(cfg.APIPort),
-		"--etcd-listen-client", cfg.EtcdClientAddr, "--service-cluster-ip-range", cfg.ServiceCIDR,
-		"--cluster-cidr", cfg.ClusterCIDR}
+// server is the server of c's cluster, in DataDir.
+func (c *Config) server() server.Config {
+	return server.Config{DataDir: c.DataDir,
+		APIServer:   apiserver.Options{BindAddress: c.APIBindAddress, Port: c.APIPort, ServiceCIDR: c.ServiceCIDR},
+		Etcd:        etcd.Config{ClientAddr: c.EtcdClientAddr},
+		Controllers: controllers.Options{ClusterCIDR: c.ClusterCIDR}}
+}
+
+// startServer starts `nodekit server` for sc, tagged "server".
+func (c *Cluster) startServer(sc server.Config) error {
+	return c.start(spec{name: server.CommandName, command: server.CommandName, dataDir: sc.DataDir, args: sc.Args()})
 }
 
 func (c *Cluster) agentArgs(kubeconfig string) []string {
@@ -389,8 +399,7 @@ func (c *Cluster) waitAPI(ctx context.Context) error {
 // writeNodeKubeconfig issues the node's client certificate (CN=system:node:<name>, O=system:nodes) from
 // the cluster CA and writes <DataDir>/agent/kubelet.kubeconfig for the agent; reused while valid.
 func (c *Cluster) writeNodeKubeconfig() (string, error) {
-	pkiDir := filepath.Join(c.cfg.DataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(pkiDir)
+	ca, err := pki.LoadOrCreateCA(c.cfg.server().Paths().PKIDir)
 	if err != nil {
 		return "", err
 	}

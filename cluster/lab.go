@@ -18,6 +18,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/server"
 )
 
 // LabConfig describes a multi-node lab on one host: a server in the host's network namespace and N
@@ -125,6 +127,18 @@ func (c *LabConfig) complete() error {
 	return nil
 }
 
+// server is the lab's server (in <DataDir>/server, on the lab bridge address), for cfg, the lab's
+// completed cluster Config: node loss shows within NodeMonitorGracePeriod, and pods leave a lost node
+// after NotReadyTolerationSeconds.
+func (c *LabConfig) server(cfg Config) server.Config {
+	sc := cfg.server()
+	sc.DataDir = filepath.Join(cfg.DataDir, "server")
+	sc.APIServer.AdvertiseAddress = cfg.APIBindAddress
+	sc.APIServer.DefaultTolerationSeconds = int64(c.NotReadyTolerationSeconds)
+	sc.Controllers.NodeMonitorGracePeriod = c.NodeMonitorGracePeriod
+	return sc
+}
+
 // labIP returns host number h of the lab /24.
 func (c *LabConfig) labIP(h int) string {
 	_, n, _ := net.ParseCIDR(c.Subnet)
@@ -163,7 +177,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "server", "admin.kubeconfig")}, lcfg: lc}
+	sc := lc.server(cfg)
+	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: sc.Paths().AdminKubeconfig}, lcfg: lc}
 	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
 	for i := 1; i <= lc.Nodes+lc.JoinNodes; i++ {
 		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
@@ -187,12 +202,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := l.buildNetwork(); err != nil {
 		return nil, err
 	}
-	serverDir := filepath.Join(cfg.DataDir, "server")
-	if err := l.start(spec{name: "server", command: "server", dataDir: serverDir, args: []string{
-		"--bind-address", cfg.APIBindAddress, "--advertise-address", cfg.APIBindAddress, "--secure-port", strconv.Itoa(cfg.APIPort),
-		"--etcd-listen-client", cfg.EtcdClientAddr, "--service-cluster-ip-range", cfg.ServiceCIDR, "--cluster-cidr", cfg.ClusterCIDR,
-		"--node-monitor-grace-period", lc.NodeMonitorGracePeriod.String(),
-		"--default-not-ready-toleration-seconds", strconv.Itoa(lc.NotReadyTolerationSeconds)}}); err != nil {
+	serverDir := sc.DataDir
+	if err := l.startServer(sc); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the API server", "timeout", cfg.APITimeout)
