@@ -284,15 +284,7 @@ func (r *rule) numgen(chains []string) *rule {
 
 func protoName(p v1.Protocol) string { return strings.ToLower(string(p)) }
 
-func protoNum(p v1.Protocol) byte {
-	switch p {
-	case v1.ProtocolUDP:
-		return unix.IPPROTO_UDP
-	case v1.ProtocolSCTP:
-		return unix.IPPROTO_SCTP
-	}
-	return unix.IPPROTO_TCP
-}
+func protoNum(p v1.Protocol) byte { return state.ProtocolNumber(p) }
 
 // key encodes a map key: [address .] protocol . port, each field padded to 4 bytes.
 func key(ip netip.Addr, p v1.Protocol, port int32) ([]byte, string) {
