@@ -71,7 +71,7 @@ type Config struct {
 	Token, CAHash string
 	// DisableProxy turns the service proxy off (--disable-proxy), when another kube-proxy serves the node.
 	DisableProxy bool
-	// ProxyMode is the service proxy's backend (--proxy-mode): iptables or ipvs.
+	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
 	ProxyMode proxy.Mode
 	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
 	// empty disables them.
