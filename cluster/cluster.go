@@ -235,7 +235,8 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "agent")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{cfg.DataDir, lay.Logs, lay.Run, lay.NodeCredentials} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
@@ -322,7 +323,7 @@ type spec struct {
 
 func (c *Cluster) start(s spec) error {
 	cfg := c.cfg
-	r, err := newRelay(filepath.Join(cfg.DataDir, "logs", s.name+".log"), s.name, cfg.ComponentLogs)
+	r, err := newRelay(LayoutOf(cfg.DataDir).LogFile(s.name), s.name, cfg.ComponentLogs)
 	if err != nil {
 		return err
 	}
@@ -403,7 +404,7 @@ func (c *Cluster) writeNodeKubeconfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(c.cfg.DataDir, "agent")
+	dir := LayoutOf(c.cfg.DataDir).NodeCredentials
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", err
 	}

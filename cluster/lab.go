@@ -134,7 +134,7 @@ func (c *LabConfig) complete() error {
 // after NotReadyTolerationSeconds.
 func (c *LabConfig) server(cfg Config) server.Config {
 	sc := cfg.server()
-	sc.DataDir = filepath.Join(cfg.DataDir, "server")
+	sc.DataDir = LayoutOf(cfg.DataDir).LabServer
 	sc.APIServer.AdvertiseAddress = cfg.APIBindAddress
 	sc.APIServer.DefaultTolerationSeconds = int64(c.NotReadyTolerationSeconds)
 	sc.Controllers.NodeMonitorGracePeriod = c.NodeMonitorGracePeriod
@@ -174,7 +174,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "server")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{lay.Logs, lay.Run, lay.LabServer} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
@@ -184,7 +185,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
 	for i := 1; i <= lc.Nodes+lc.JoinNodes; i++ {
 		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
-		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(cfg.DataDir, "nodes", name)}
+		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(lay.LabNodes, name)}
 		if i > lc.Nodes {
 			n.Join = true
 			n.JoinArgs = labAgent(cfg, n).FlagArgs()
@@ -487,7 +488,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 		errs = append(errs, terminate(st.UpPID, 2*time.Minute))
 	}
 	// Children a killed `lab up` left behind (their command lines name the lab's data dir).
-	pidFiles, _ := filepath.Glob(filepath.Join(dd, "run", "*.pid"))
+	pidFiles, _ := filepath.Glob(LayoutOf(dd).PIDFile("*"))
 	for _, f := range pidFiles {
 		if pid := readPID(f); pid != 0 && processUsesPrefix(pid, dd) {
 			log.Info("stopping component", "proc", strings.TrimSuffix(filepath.Base(f), ".pid"), "pid", pid)
