@@ -76,7 +76,9 @@ func (e *Explainer) PodFacts(ctx context.Context, ns, name string) (PodFacts, er
 		switch {
 		case err == nil:
 			f.Node = n
-		case !apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err):
+			f.NodeNotFound = true
+		default:
 			return PodFacts{}, fmt.Errorf("node %s of pod %s/%s: %w", pod.Spec.NodeName, ns, name, err)
 		}
 	}

@@ -62,7 +62,7 @@ func NodeTimeline(f NodeFacts) []Step {
 // NodeVerdict: a node is stuck when not Ready, under pressure, without network, or cordoned.
 func NodeVerdict(f NodeFacts) Verdict {
 	n := f.Node
-	if v, bad := nodeNotReady(n.Name, n); bad {
+	if v, bad := nodeNotReady(n.Name, n, false); bad {
 		if l := f.Lease; l != nil && l.Spec.RenewTime != nil {
 			v.Message += fmt.Sprintf(" (last heartbeat %s ago)", age(f.Now, l.Spec.RenewTime.Time))
 		}

@@ -11,15 +11,16 @@ import (
 
 // PodFacts are the objects a pod's explanation is computed from. Pod is required; Events are the
 // events whose involvedObject is the pod (other objects' events are ignored); Node is the node the pod
-// is bound to (nil when unbound or not found); Logs maps a container name to the tail of its log (the
+// is bound to (nil when unbound, not fetched, or not found: NodeNotFound tells the last apart); Logs maps a container name to the tail of its log (the
 // previous instance's for a restarted container), fetched only for failing containers and optional;
 // Now is the time the facts were read (durations such as "Terminating for 5m" are measured to it).
 type PodFacts struct {
-	Pod    *v1.Pod
-	Events []v1.Event
-	Node   *v1.Node
-	Logs   map[string]string
-	Now    time.Time
+	Pod          *v1.Pod
+	Events       []v1.Event
+	Node         *v1.Node
+	NodeNotFound bool
+	Logs         map[string]string
+	Now          time.Time
 }
 
 // eventTime is the latest time an event carries: lastTimestamp, then eventTime, then firstTimestamp.
@@ -134,7 +135,7 @@ func PodTimeline(f PodFacts) []Step {
 func nodeStep(p *v1.Pod, n *v1.Node) Step {
 	s := Step{Component: ComponentNode, Step: "node " + p.Spec.NodeName}
 	if n == nil {
-		s.Detail = "node object not found"
+		s.Detail = "node object not read or not found"
 		return s
 	}
 	r := nodeCondition(n, v1.NodeReady)
@@ -142,8 +143,9 @@ func nodeStep(p *v1.Pod, n *v1.Node) Step {
 		s.Detail = "no Ready condition yet"
 		return s
 	}
-	s.Time, s.OK = r.LastTransitionTime.Time, r.Status == v1.ConditionTrue
-	s.Detail = fmt.Sprintf("Ready=%s %s %s; podIP %s hostIP %s", r.Status, r.Reason, r.Message, p.Status.PodIP, p.Status.HostIP)
+	s.OK = r.Status == v1.ConditionTrue
+	s.Detail = fmt.Sprintf("Ready=%s since %s %s; podIP %s hostIP %s", r.Status, r.LastTransitionTime.Format(time.TimeOnly),
+		strings.TrimSpace(r.Reason+" "+r.Message), p.Status.PodIP, p.Status.HostIP)
 	return s
 }
 

@@ -23,7 +23,7 @@ func PodVerdict(f PodFacts) Verdict {
 	if p.Spec.NodeName == "" {
 		return pendingVerdict(f)
 	}
-	if v, ok := nodeNotReady(p.Spec.NodeName, f.Node); ok {
+	if v, ok := nodeNotReady(p.Spec.NodeName, f.Node, f.NodeNotFound); ok {
 		v.Message += fmt.Sprintf(" (pod %s is bound to it)", p.Name)
 		return v
 	}
@@ -60,7 +60,7 @@ func terminatingVerdict(f PodFacts) (Verdict, bool) {
 	if f.Now.After(p.DeletionTimestamp.Time) && p.Spec.NodeName != "" {
 		v := Verdict{Stuck: true, Step: "Terminating", Message: fmt.Sprintf("Terminating for %s: kubelet on node %s has not confirmed the containers stopped", since, p.Spec.NodeName),
 			Fix: "check the node's agent; if the node is gone for good: kubectl delete pod " + p.Name + " --force --grace-period=0"}
-		if nv, bad := nodeNotReady(p.Spec.NodeName, f.Node); bad {
+		if nv, bad := nodeNotReady(p.Spec.NodeName, f.Node, f.NodeNotFound); bad {
 			v.Message += "; " + nv.Message
 		}
 		return v, true
@@ -109,11 +109,15 @@ func schedulingFix(msg string) string {
 	return strings.Join(fixes, "; ")
 }
 
-// nodeNotReady reports a bound node that is missing or not Ready.
-func nodeNotReady(name string, n *v1.Node) (Verdict, bool) {
-	if n == nil {
+// nodeNotReady reports a bound node that is missing (notFound) or not Ready; an unknown node (nil, not
+// notFound) is not reported.
+func nodeNotReady(name string, n *v1.Node, notFound bool) (Verdict, bool) {
+	if notFound {
 		return Verdict{Stuck: true, Step: "NotReady", Message: "node " + name + " does not exist",
 			Fix: "the node was deleted: delete the pod so its controller recreates it elsewhere"}, true
+	}
+	if n == nil {
+		return Verdict{}, false
 	}
 	r := nodeCondition(n, v1.NodeReady)
 	if r != nil && r.Status == v1.ConditionTrue {
