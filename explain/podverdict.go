@@ -103,6 +103,7 @@ func schedulingFix(msg string) string {
 	add("unschedulable", "uncordon the node (kubectl uncordon)")
 	add("node(s) didn't have free ports", "free the hostPort or drop it from the pod")
 	add("no nodes available", "join a node (nodekit agent --token ...)")
+	add("were not ready", "bring the NotReady nodes back (nodekit explain node NAME)")
 	if len(fixes) == 0 {
 		return "make one node pass every filter the message lists"
 	}
@@ -165,10 +166,7 @@ func containerVerdict(f PodFacts, cs v1.ContainerStatus) (Verdict, bool) {
 			msg = e.Message
 		}
 		image := containerImage(f.Pod, cs)
-		what := "cannot be pulled"
-		if strings.Contains(strings.ToLower(msg), "not found") {
-			what = "not found"
-		}
+		what := pullFailure(msg)
 		return Verdict{Stuck: true, Step: w.Reason, Message: fmt.Sprintf("image %s %s: %s", image, what, msg),
 			Fix: "fix the image name or tag (crictl images / the registry's tags), or import it on the node; check imagePullSecrets for a private registry"}, true
 	}
@@ -193,6 +191,19 @@ func containerVerdict(f PodFacts, cs v1.ContainerStatus) (Verdict, bool) {
 		return crashVerdict(f, cs), true
 	}
 	return Verdict{}, false
+}
+
+// pullFailure classifies a pull error: "not found" (no such repository or tag), "registry unreachable"
+// (DNS, connection), or "cannot be pulled".
+func pullFailure(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "not found") || strings.Contains(m, "manifest unknown"):
+		return "not found"
+	case strings.Contains(m, "no such host") || strings.Contains(m, "connection refused") || strings.Contains(m, "i/o timeout"):
+		return "not on the node and its registry is unreachable"
+	}
+	return "cannot be pulled"
 }
 
 // crashVerdict: a container that keeps exiting, with its last exit code and log line.

@@ -43,7 +43,7 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 			mark = paint(ansiRed, "✗")
 		}
 		detail := strings.ReplaceAll(s.Detail, "\n", "\n"+strings.Repeat(" ", 24))
-		fmt.Fprintf(&b, "%-8s  %-10s %s %s  %s\n", ts, s.Component, mark, s.Step, detail)
+		fmt.Fprintf(&b, "%s\n", strings.TrimRight(fmt.Sprintf("%-8s  %-10s %s %s  %s", ts, s.Component, mark, s.Step, detail), " "))
 	}
 	v := r.Verdict
 	head := paint(ansiGreen, "VERDICT: OK")

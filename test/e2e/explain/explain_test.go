@@ -179,7 +179,7 @@ func badImage(t *testing.T, c *cluster) {
 	p := demoPod("badimage")
 	p.Spec.Containers[0].Image = bundled.Registry + "/demo-server:v9"
 	c.create(t, p)
-	r := c.waitPod(t, p.Name, "ImagePullBackOff", "image "+bundled.Registry+"/demo-server:v9")
+	r := c.waitPod(t, p.Name, "ImagePullBackOff", "image "+bundled.Registry+"/demo-server:v9 ")
 	if !hasStep(r, explain.ComponentKubelet, "Pulling") {
 		t.Errorf("timeline lacks the kubelet's Pulling")
 	}
