@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cni/teardown"
 	"github.com/nodekit/nodekit/proxy"
 	"github.com/nodekit/nodekit/runtime/containerd"
@@ -89,7 +89,7 @@ func Down(ctx context.Context, o DownOptions) error {
 	// 3. Service rules, then the pod network.
 	log.Info("removing the proxy's rules")
 	errs = append(errs, proxy.Cleanup(ctx))
-	errs = append(errs, teardown.Network(teardown.Options{ConfList: filepath.Join(st.CNIConfDir, filepath.Base(cniconfig.DefaultPath)),
+	errs = append(errs, teardown.Network(teardown.Options{ConfList: agent.Config{CNIConfDir: st.CNIConfDir}.Paths().Conflist,
 		Purge: o.Purge, OwnedDir: dd, Logger: log}))
 	// 4. Mounts and data.
 	if err := containerd.UnmountAll(dd); err != nil {
@@ -105,13 +105,14 @@ func Down(ctx context.Context, o DownOptions) error {
 // removePods removes every pod and container of dataDir's managed containerd (runtime teardown) and
 // returns the pod UIDs it found.
 func removePods(ctx context.Context, dataDir string, st State, log *slog.Logger) ([]string, error) {
-	binDirs := []string{filepath.Join(dataDir, "cni", "bin")}
+	paths := agent.Config{DataDir: dataDir, CNIConfDir: st.CNIConfDir}.Paths()
+	binDirs := []string{paths.CNIBin}
 	for _, d := range containerd.DefaultCNIBinDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			binDirs = append(binDirs, d)
 		}
 	}
-	return containerd.RemovePods(ctx, containerd.Config{Dir: filepath.Join(dataDir, "containerd"), Binary: st.Containerd,
+	return containerd.RemovePods(ctx, containerd.Config{Dir: paths.Containerd, Binary: st.Containerd,
 		CNIConfDir: st.CNIConfDir, CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
 }
 

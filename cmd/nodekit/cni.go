@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/install"
 	"github.com/nodekit/nodekit/cni/netconf"
@@ -55,7 +56,7 @@ func cniWriteConfigCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.DataDir == "" {
-				o.DataDir = filepath.Join(globals.dataDir, "cni")
+				o.DataDir = agent.Config{DataDir: globals.dataDir}.Paths().CNI
 			}
 			path, err := config.Write(o)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -22,7 +23,7 @@ clients of the API server. Under a Type=notify systemd unit it sends READY=1 onc
 			defer stop()
 			ready := make(chan struct{})
 			cfg.DataDir, cfg.Ready = globals.dataDir, func() { close(ready) }
-			notifySystemd(ctx, server.CommandName, ready)
+			sdnotify.Notify(ctx, server.CommandName, ready)
 			return server.Run(ctx, cfg)
 		},
 	}

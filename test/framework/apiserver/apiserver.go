@@ -83,7 +83,7 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,9 @@ func IssueNodeCert(dataDir, node string) (pki.KeyPair, error) {
 	return ca.Issue(pki.NodeClientSpec(node))
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port free on 127.0.0.1 now (the kernel's pick; another process may take it
+// before the caller binds it, which the tests' own listeners make unlikely).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
