@@ -7,10 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/explain"
-	"github.com/nodekit/nodekit/server"
 )
 
 // explainFlags are `nodekit explain`'s flags.
@@ -81,12 +79,5 @@ func (f *explainFlags) client() (kubernetes.Interface, error) {
 	if path == "" {
 		path = os.Getenv("KUBECONFIG")
 	}
-	if path == "" {
-		path = server.Config{DataDir: globals.dataDir}.Paths().AdminKubeconfig
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-	}
-	return kubernetes.NewForConfig(cfg)
+	return adminClient(path)
 }
