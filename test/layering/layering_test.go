@@ -36,6 +36,7 @@ var floors = map[string]int{
 	"kubelet":      2,
 	"proxy":        2,
 	"crictl":       2,
+	"explain":      2,
 	"controlplane": 2,
 	"agent":        3,
 	"server":       3,
