@@ -23,9 +23,6 @@ import (
 	"github.com/nodekit/nodekit/internal/certutil"
 )
 
-// Version is the Kubernetes API version nodekit's API server reports (the k8s.io/api it serves).
-const Version = "1.37.2"
-
 // Options configure the API server. Zero values get the documented defaults.
 type Options struct {
 	// DataDir is nodekit's data directory: PKI goes to <DataDir>/pki, the admin kubeconfig to
