@@ -22,7 +22,7 @@ LDFLAGS := $(foreach v,version.Version=$(VERSION) version.GitCommit=$(GIT_COMMIT
 	$(foreach v,gitVersion=$(VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) gitCommit=$(GIT_COMMIT) gitTreeState=$(GIT_TREE_STATE) \
 	buildDate=$(BUILD_DATE),-X k8s.io/component-base/version.$(v))
 
-.PHONY: all deps build images test test-containerd2 containerd2 up bench clean
+.PHONY: all deps build images test test-containerd2 containerd2 up bench conformance clean
 
 all: build
 
@@ -62,6 +62,11 @@ up: deps images
 
 bench: deps build
 	bench/run.sh
+
+# The upstream conformance suite (e2e.test of k8s.io/kubernetes v1.37.2) against a two-node lab; FOCUS,
+# SKIP, WALL_MINUTES, PROCS and more are read from the environment (docs/conformance.md).
+conformance: deps
+	hack/conformance/run.sh
 
 clean:
 	rm -rf bin _output
