@@ -23,6 +23,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/nsutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 )
 
@@ -112,15 +113,8 @@ func (p *Publisher) wanted(cm *v1.ConfigMap) bool {
 }
 
 func (p *Publisher) reconcile(ctx context.Context, nsName string) error {
-	ns, err := p.nsLister.Get(nsName)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	if _, active, err := nsutil.Active(p.nsLister, nsName); !active {
 		return err
-	}
-	if ns.Status.Phase == v1.NamespaceTerminating || ns.DeletionTimestamp != nil {
-		return nil
 	}
 	cm, err := p.cmLister.ConfigMaps(nsName).Get(ConfigMapName)
 	if apierrors.IsNotFound(err) {
@@ -161,11 +155,9 @@ func (p *Publisher) create(ctx context.Context, nsName string) error {
 	case err == nil:
 		p.Log().Info("published root CA configmap", "namespace", nsName)
 		return nil
-	case apierrors.IsAlreadyExists(err):
-		// The informer has not seen it yet; its event requeues the namespace if it needs fixing.
-		return nil
-	case apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause):
-		// The namespace is gone or going away (NamespaceLifecycle refuses creates in it).
+	case apierrors.IsAlreadyExists(err) || nsutil.Gone(err):
+		// Already there (its informer event requeues the namespace if it needs fixing), or the
+		// namespace is going away.
 		return nil
 	default:
 		return fmt.Errorf("create configmap %s/%s: %w", nsName, ConfigMapName, err)
