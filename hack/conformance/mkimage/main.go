@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,12 +22,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/nodekit/nodekit/images/build"
 )
@@ -38,6 +31,7 @@ type list []string
 func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
+// epoch is the timestamp of every layer entry (images/build's too).
 var epoch = time.Unix(0, 0).UTC()
 
 func main() {
@@ -64,30 +58,13 @@ func run(rootfs, out, source string, refs, entrypoint, cmd, env []string) error 
 	if err != nil {
 		return fmt.Errorf("layer of %s: %w", rootfs, err)
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return err
-	}
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/conformance/mkimage " + source}})
-	if err != nil {
-		return err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.Created = v1.Time{Time: epoch}
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.Env = entrypoint, cmd, env
+	var labels map[string]string
 	if source != "" {
-		cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": source}
+		labels = map[string]string{"org.opencontainers.image.source": source}
 	}
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+	img, err := build.FromLayer(layerTar, build.ImageConfig{Arch: runtime.GOARCH, Entrypoint: entrypoint, Cmd: cmd, Env: env,
+		Labels: labels, CreatedBy: "hack/conformance/mkimage " + source})
+	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
