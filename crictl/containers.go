@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,86 +146,86 @@ func shortImage(image string) string {
 	return image
 }
 
+// psOptions are the options of ps.
+type psOptions struct {
+	psFilter
+	verbose, quiet, noTrunc, resolveImage bool
+	output                                string
+}
+
 // psCommand lists containers: table columns CONTAINER, IMAGE, CREATED, STATE, NAME, ATTEMPT, POD ID,
 // POD, NAMESPACE; or -q IDs, -v details, -o json|yaml (a ListContainersResponse).
 func (a *app) psCommand() *cobra.Command {
-	var (
-		f                                     psFilter
-		verbose, quiet, noTrunc, resolveImage bool
-		output                                string
-	)
+	var o psOptions
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List containers",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			ctrs, err := listContainers(ctx(cmd), rt, img, &f)
-			if err != nil {
-				return fmt.Errorf("listing containers: %w", err)
-			}
-			if output != formatTable {
-				return printProto(a.out, &runtimeapi.ListContainersResponse{Containers: ctrs}, output)
-			}
-			return a.printContainers(ctx(cmd), img, ctrs, verbose, quiet, noTrunc, resolveImage)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, _ []string) error {
+			return o.run(c, cl, a.out)
+		}),
 	}
-	f.add(cmd, "container")
+	o.add(cmd, "container")
 	fl := cmd.Flags()
-	fl.StringVar(&f.id, "id", "", "filter by container ID")
-	fl.StringVarP(&f.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
-	fl.StringVar(&f.image, "image", "", "filter by container image")
-	fl.BoolVarP(&f.all, "all", "a", false, "show all containers, not only running ones")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "show verbose information for containers")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "only display container IDs")
-	fl.StringVarP(&output, "output", "o", formatTable, "output format, one of: json|yaml|table")
-	fl.BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
-	fl.BoolVarP(&resolveImage, "resolve-image-path", "r", false, "show the image's first repo tag instead of its ID")
+	fl.StringVar(&o.id, "id", "", "filter by container ID")
+	fl.StringVarP(&o.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
+	fl.StringVar(&o.image, "image", "", "filter by container image")
+	fl.BoolVarP(&o.all, "all", "a", false, "show all containers, not only running ones")
+	fl.BoolVarP(&o.verbose, "verbose", "v", false, "show verbose information for containers")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "only display container IDs")
+	fl.StringVarP(&o.output, "output", "o", formatTable, "output format, one of: json|yaml|table")
+	fl.BoolVar(&o.noTrunc, "no-trunc", false, "show output without truncating the ID")
+	fl.BoolVarP(&o.resolveImage, "resolve-image-path", "r", false, "show the image's first repo tag instead of its ID")
 	return cmd
 }
 
-func (a *app) printContainers(c context.Context, img runtimeapi.ImageServiceClient, ctrs []*runtimeapi.Container, verbose, quiet, noTrunc, resolveImage bool) error {
+// run lists the containers the filters select and prints them.
+func (o *psOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if err := checkFormat(o.output, formatTable, formatJSON, formatYAML); err != nil {
+		return err
+	}
+	ctrs, err := listContainers(c, cl.rt, cl.img, &o.psFilter)
+	if err != nil {
+		return fmt.Errorf("listing containers: %w", err)
+	}
+	if o.output != formatTable {
+		return printProto(out, &runtimeapi.ListContainersResponse{Containers: ctrs}, o.output)
+	}
+	return o.print(c, cl.img, out, ctrs)
+}
+
+func (o *psOptions) print(c context.Context, img runtimeapi.ImageServiceClient, out io.Writer, ctrs []*runtimeapi.Container) error {
 	now := time.Now()
-	if quiet {
+	if o.quiet {
 		for _, ctr := range ctrs {
-			fmt.Fprintln(a.out, ctr.GetId())
+			fmt.Fprintln(out, ctr.GetId())
 		}
 		return nil
 	}
-	if verbose {
+	if o.verbose {
 		for _, ctr := range ctrs {
-			fmt.Fprintf(a.out, "ID: %s\nPodID: %s\nNamespace: %s\n", ctr.GetId(), ctr.GetPodSandboxId(), labelOrUnknown(ctr.GetLabels(), labelPodNamespace))
+			fmt.Fprintf(out, "ID: %s\nPodID: %s\nNamespace: %s\n", ctr.GetId(), ctr.GetPodSandboxId(), labelOrUnknown(ctr.GetLabels(), labelPodNamespace))
 			if md := ctr.GetMetadata(); md != nil {
-				printIf(a, "Name", md.GetName())
-				fmt.Fprintf(a.out, "Attempt: %d\n", md.GetAttempt())
+				printIf(out, "Name", md.GetName())
+				fmt.Fprintf(out, "Attempt: %d\n", md.GetAttempt())
 			}
-			fmt.Fprintf(a.out, "State: %s\n", containerState(ctr.GetState()))
-			fmt.Fprintf(a.out, "Image: %s\n", ctr.GetImage().GetImage())
-			fmt.Fprintf(a.out, "Created: %s\n", ago(ctr.GetCreatedAt(), now))
-			printMap(a, "Labels", ctr.GetLabels())
-			printMap(a, "Annotations", ctr.GetAnnotations())
-			fmt.Fprintln(a.out)
+			fmt.Fprintf(out, "State: %s\n", containerState(ctr.GetState()))
+			fmt.Fprintf(out, "Image: %s\n", ctr.GetImage().GetImage())
+			fmt.Fprintf(out, "Created: %s\n", ago(ctr.GetCreatedAt(), now))
+			printMap(out, "Labels", ctr.GetLabels())
+			printMap(out, "Annotations", ctr.GetAnnotations())
+			fmt.Fprintln(out)
 		}
 		return nil
 	}
-	t := newTable(a.out)
+	t := newTable(out)
 	t.row(colContainer, colImage, colCreated, colState, colName, colAttempt, colPodID, colPod, colNamespace)
 	for _, ctr := range ctrs {
 		id, podID, image := ctr.GetId(), ctr.GetPodSandboxId(), ctr.GetImage().GetImage()
-		if !noTrunc {
+		if !o.noTrunc {
 			id, podID, image = truncateID(id, ""), truncateID(podID, ""), shortImage(image)
 		}
-		if resolveImage {
+		if o.resolveImage {
 			st, err := img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ctr.GetImage().GetImage()}})
 			if err != nil {
 				return fmt.Errorf("resolving image of container %s: %w", ctr.GetId(), err)
@@ -241,295 +242,319 @@ func (a *app) printContainers(c context.Context, img runtimeapi.ImageServiceClie
 	return t.flush()
 }
 
+// createOptions are the options of create.
+type createOptions struct {
+	podPrefix, containerConfig, podConfig string
+	noPull, withPull                      bool
+	// pullOnCreate is the config file's pull-image-on-create: pull unless --no-pull.
+	pullOnCreate bool
+	pull         pullFlags
+	// timeout bounds the CreateContainer call.
+	timeout time.Duration
+}
+
 // createCommand creates a container in a pod from a ContainerConfig and the pod's PodSandboxConfig and
 // prints its ID. With --with-pull (or pull-image-on-create in the config file) the image is pulled first.
 func (a *app) createCommand() *cobra.Command {
-	var (
-		noPull, withPull bool
-		pf               pullFlags
-		cancelTimeout    time.Duration
-	)
+	var o createOptions
 	cmd := &cobra.Command{
 		Use:   "create POD container-config.[json|yaml] pod-config.[json|yaml]",
 		Short: "Create a new container",
 		Args:  cobra.ExactArgs(3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if noPull && withPull {
-				return errors.New("conflict: --no-pull and --with-pull are both set")
-			}
-			ctrCfg, err := loadContainerConfig(args[1])
-			if err != nil {
-				return err
-			}
-			podCfg, err := loadPodSandboxConfig(args[2])
-			if err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			podID, err := resolvePodID(c, rt, args[0])
-			if err != nil {
-				return err
-			}
-			if withPull || (a.cfg.PullImageOnCreate && !noPull) {
-				img, err := a.img()
-				if err != nil {
-					return err
-				}
-				if _, err := a.pullImage(c, img, ctrCfg.GetImage().GetImage(), &pf, podCfg); err != nil {
-					return err
-				}
-			}
-			cc, cancel := context.WithTimeout(c, cmp.Or(cancelTimeout, a.cfg.Timeout))
-			defer cancel()
-			r, err := rt.CreateContainer(cc, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
-			if err != nil {
-				return fmt.Errorf("creating container: %w", err)
-			}
-			fmt.Fprintln(a.out, r.GetContainerId())
-			return nil
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.podPrefix, o.containerConfig, o.podConfig = args[0], args[1], args[2]
+			o.pullOnCreate, o.timeout = a.cfg.PullImageOnCreate, cmp.Or(o.timeout, a.cfg.Timeout)
+			return o.run(c, cl, a.streams)
+		}),
 	}
-	cmd.Flags().BoolVar(&noPull, "no-pull", false, "do not pull the image (overrides pull-image-on-create=true in the config file)")
-	cmd.Flags().BoolVar(&withPull, "with-pull", false, "pull the image before creating the container")
-	cmd.Flags().DurationVarP(&cancelTimeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
-	pf.add(cmd)
+	cmd.Flags().BoolVar(&o.noPull, "no-pull", false, "do not pull the image (overrides pull-image-on-create=true in the config file)")
+	cmd.Flags().BoolVar(&o.withPull, "with-pull", false, "pull the image before creating the container")
+	cmd.Flags().DurationVarP(&o.timeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
+	o.pull.add(cmd)
 	return cmd
+}
+
+// run reads both configs, pulls the image if asked, and creates the container.
+func (o *createOptions) run(c context.Context, cl criClient, s streams) error {
+	if o.noPull && o.withPull {
+		return errors.New("conflict: --no-pull and --with-pull are both set")
+	}
+	ctrCfg, err := loadContainerConfig(o.containerConfig)
+	if err != nil {
+		return err
+	}
+	podCfg, err := loadPodSandboxConfig(o.podConfig)
+	if err != nil {
+		return err
+	}
+	podID, err := resolvePodID(c, cl.rt, o.podPrefix)
+	if err != nil {
+		return err
+	}
+	if o.withPull || (o.pullOnCreate && !o.noPull) {
+		if _, err := pullImage(c, cl.img, s.errOut, ctrCfg.GetImage().GetImage(), &o.pull, podCfg); err != nil {
+			return err
+		}
+	}
+	cc, cancel := context.WithTimeout(c, o.timeout)
+	defer cancel()
+	r, err := cl.rt.CreateContainer(cc, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
+	if err != nil {
+		return fmt.Errorf("creating container: %w", err)
+	}
+	fmt.Fprintln(s.out, r.GetContainerId())
+	return nil
 }
 
 // startCommand starts created containers.
 func (a *app) startCommand() *cobra.Command {
-	return a.idsCommand("start", "CONTAINER-ID", "Start one or more created containers", resolveContainerIDs, func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
-		if _, err := rt.StartContainer(c, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+	return a.idsCommand("start", "CONTAINER-ID", "Start one or more created containers", func(c context.Context, cl criClient, args []string) error {
+		return startContainers(c, cl, args, a.out)
+	})
+}
+
+// startContainers starts the containers named by ID prefix, printing each ID.
+func startContainers(c context.Context, cl criClient, prefixes []string, out io.Writer) error {
+	return forEachID(c, cl.rt, resolveContainerIDs, prefixes, func(id string) error {
+		if _, err := cl.rt.StartContainer(c, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 			return fmt.Errorf("starting the container %q: %w", id, err)
 		}
-		fmt.Fprintln(a.out, id)
+		fmt.Fprintln(out, id)
 		return nil
 	})
 }
 
+// stopOptions are the options of stop: the containers by ID prefix, or all running ones.
+type stopOptions struct {
+	prefixes []string
+	// grace is the seconds the runtime waits before it kills a container.
+	grace int64
+	all   bool
+	// callTimeout bounds each CRI call; a stop gets the grace period on top.
+	callTimeout time.Duration
+}
+
 // stopCommand stops running containers, waiting --timeout seconds before the runtime kills them.
 func (a *app) stopCommand() *cobra.Command {
-	var (
-		grace int64
-		all   bool
-	)
+	var o stopOptions
 	cmd := &cobra.Command{
 		Use:   "stop CONTAINER-ID [CONTAINER-ID...]",
 		Short: "Stop one or more running containers",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if all == (len(args) > 0) {
-				return errors.New("stop: give CONTAINER-IDs or --all, not both")
-			}
-			if grace < 0 {
-				return fmt.Errorf("--timeout %d: must be 0 or more seconds", grace)
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			var ids []string
-			if all {
-				ctrs, err := listContainers(c, rt, nil, &psFilter{listFlags: listFlags{state: "running"}})
-				if err != nil {
-					return fmt.Errorf("listing containers: %w", err)
-				}
-				if len(ctrs) == 0 {
-					fmt.Fprintln(a.out, "No running containers found.")
-					return nil
-				}
-				ids = idsOf(ctrs)
-			} else if ids, err = resolveContainerIDs(c, rt, args); err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := a.stopContainer(c, rt, id, grace); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes, o.callTimeout = args, a.cfg.Timeout
+			return o.run(c, cl, a.out)
+		}),
 	}
-	cmd.Flags().Int64VarP(&grace, "timeout", "t", 0, "seconds to wait to kill the container after a graceful stop is requested")
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "stop all running containers")
+	cmd.Flags().Int64VarP(&o.grace, "timeout", "t", 0, "seconds to wait to kill the container after a graceful stop is requested")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "stop all running containers")
 	return cmd
 }
 
-func (a *app) stopContainer(c context.Context, rt runtimeapi.RuntimeServiceClient, id string, grace int64) error {
+// run stops every selected container in turn, stopping at the first error.
+func (o *stopOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if o.all == (len(o.prefixes) > 0) {
+		return errors.New("stop: give CONTAINER-IDs or --all, not both")
+	}
+	if o.grace < 0 {
+		return fmt.Errorf("--timeout %d: must be 0 or more seconds", o.grace)
+	}
+	stop := func(id string) error { return stopContainer(c, cl, id, o.grace, o.callTimeout, out) }
+	if !o.all {
+		return forEachID(c, cl.rt, resolveContainerIDs, o.prefixes, stop)
+	}
+	ctrs, err := listContainers(c, cl.rt, nil, &psFilter{listFlags: listFlags{state: "running"}})
+	if err != nil {
+		return fmt.Errorf("listing containers: %w", err)
+	}
+	if len(ctrs) == 0 {
+		fmt.Fprintln(out, "No running containers found.")
+		return nil
+	}
+	for _, id := range idsOf(ctrs) {
+		if err := stop(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopContainer stops one container with grace seconds before the kill and prints its ID.
+func stopContainer(c context.Context, cl criClient, id string, grace int64, callTimeout time.Duration, out io.Writer) error {
 	// The call lasts up to the grace period; allow that on top of the call timeout.
-	cc, cancel := context.WithTimeout(c, a.cfg.Timeout+time.Duration(grace)*time.Second)
+	cc, cancel := context.WithTimeout(c, callTimeout+time.Duration(grace)*time.Second)
 	defer cancel()
-	if _, err := rt.StopContainer(cc, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace}); err != nil {
+	if _, err := cl.rt.StopContainer(cc, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace}); err != nil {
 		return fmt.Errorf("stopping the container %q: %w", id, err)
 	}
-	fmt.Fprintln(a.out, id)
+	fmt.Fprintln(out, id)
 	return nil
+}
+
+// rmOptions are the options of rm: the containers by ID prefix, or all of them.
+type rmOptions struct {
+	prefixes             []string
+	force, all, keepLogs bool
+	// callTimeout bounds each CRI call (the stop of a running container with --force).
+	callTimeout time.Duration
 }
 
 // rmCommand removes containers (-a: all); a running one needs -f, which stops it first. The container's
 // log file and its rotations are removed unless --keep-logs.
 func (a *app) rmCommand() *cobra.Command {
-	var force, all, keepLogs bool
+	var o rmOptions
 	cmd := &cobra.Command{
 		Use:   "rm CONTAINER-ID [CONTAINER-ID...]",
 		Short: "Remove one or more containers",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !all {
-				return errors.New("rm: give CONTAINER-IDs or --all")
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			var ids []string
-			if all {
-				resp, err := rt.ListContainers(c, &runtimeapi.ListContainersRequest{})
-				if err != nil {
-					return err
-				}
-				ids = idsOf(resp.GetContainers())
-			} else if ids, err = resolveContainerIDs(c, rt, args); err != nil {
-				return err
-			}
-			return a.removeEach(ids, "No containers to remove", func(id string) error {
-				return a.removeContainer(c, rt, id, force, keepLogs)
-			})
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes, o.callTimeout = args, a.cfg.Timeout
+			return o.run(c, cl, a.streams)
+		}),
 	}
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "force removal of the container, disregarding if running")
-	cmd.Flags().BoolVarP(&keepLogs, "keep-logs", "k", false, "preserve the container log file and its rotations")
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "remove all containers")
+	cmd.Flags().BoolVarP(&o.force, "force", "f", false, "force removal of the container, disregarding if running")
+	cmd.Flags().BoolVarP(&o.keepLogs, "keep-logs", "k", false, "preserve the container log file and its rotations")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "remove all containers")
 	return cmd
 }
 
-func (a *app) removeContainer(c context.Context, rt runtimeapi.RuntimeServiceClient, id string, force, keepLogs bool) error {
-	st, err := rt.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+// run removes every selected container, reporting all failures together.
+func (o *rmOptions) run(c context.Context, cl criClient, s streams) error {
+	if len(o.prefixes) == 0 && !o.all {
+		return errors.New("rm: give CONTAINER-IDs or --all")
+	}
+	var ids []string
+	if o.all {
+		resp, err := cl.rt.ListContainers(c, &runtimeapi.ListContainersRequest{})
+		if err != nil {
+			return err
+		}
+		ids = idsOf(resp.GetContainers())
+	} else {
+		var err error
+		if ids, err = resolveContainerIDs(c, cl.rt, o.prefixes); err != nil {
+			return err
+		}
+	}
+	return removeEach(s.errOut, ids, "No containers to remove", func(id string) error { return o.remove(c, cl, id, s) })
+}
+
+func (o *rmOptions) remove(c context.Context, cl criClient, id string, s streams) error {
+	st, err := cl.rt.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		return fmt.Errorf("getting container status %q: %w", id, err)
 	}
 	if st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		if !force {
+		if !o.force {
 			return fmt.Errorf("container %q is running, please stop it first (or use --force)", id)
 		}
-		if err := a.stopContainer(c, rt, id, 0); err != nil {
+		if err := stopContainer(c, cl, id, 0, o.callTimeout, s.out); err != nil {
 			return err
 		}
 	}
-	if _, err := rt.RemoveContainer(c, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+	if _, err := cl.rt.RemoveContainer(c, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		return fmt.Errorf("removing container %q: %w", id, err)
 	}
-	if lp := st.GetStatus().GetLogPath(); lp != "" && !keepLogs {
+	if lp := st.GetStatus().GetLogPath(); lp != "" && !o.keepLogs {
 		rotated, _ := filepath.Glob(lp + ".*")
 		for _, f := range append(rotated, lp) {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(a.errOut, "removing log file %s of container %s: %v\n", f, id, err)
+				fmt.Fprintf(s.errOut, "removing log file %s of container %s: %v\n", f, id, err)
 			}
 		}
 	}
-	fmt.Fprintln(a.out, id)
+	fmt.Fprintln(s.out, id)
 	return nil
+}
+
+// inspectOptions are the options of inspect: the containers by ID prefix, or else those the filters
+// select.
+type inspectOptions struct {
+	psFilter
+	statusFlags
+	prefixes []string
 }
 
 // inspectCommand prints the ContainerStatus of containers named by ID prefix, or of those the filters
 // select.
 func (a *app) inspectCommand() *cobra.Command {
-	var (
-		f  psFilter
-		sf statusFlags
-	)
+	var o inspectOptions
 	cmd := &cobra.Command{
 		Use:   "inspect [CONTAINER-ID...]",
 		Short: "Display the status of one or more containers",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			ids, err := idsOrFilter(c, rt, args, resolveContainerIDs, "container", "containers",
-				func() ([]*runtimeapi.Container, error) { return listContainers(c, rt, img, &f) })
-			if err != nil {
-				return err
-			}
-			var docs []statusDoc
-			for _, id := range ids {
-				r, err := rt.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: !sf.quiet})
-				if err != nil {
-					return fmt.Errorf("get container status of %s: %w", id, err)
-				}
-				if sf.output == formatTable {
-					a.printContainerStatus(r, !sf.quiet)
-					continue
-				}
-				s := r.GetStatus()
-				ts := map[string]int64{"createdAt": s.GetCreatedAt(), "startedAt": 0, "finishedAt": 0}
-				if s.GetState() != runtimeapi.ContainerState_CONTAINER_CREATED {
-					ts["startedAt"] = s.GetStartedAt()
-				}
-				if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED || s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
-					ts["finishedAt"] = s.GetFinishedAt()
-				}
-				docs = append(docs, statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true})
-			}
-			return printStatus(a.out, docs, sf.output, sf.template)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes = args
+			return o.run(c, cl, a.out)
+		}),
 	}
-	f.add(cmd, "container")
-	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
-	cmd.Flags().StringVar(&f.image, "image", "", "filter by container image")
-	cmd.Flags().BoolVarP(&f.all, "all", "a", false, "consider all containers, not only running ones")
-	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	o.psFilter.add(cmd, "container")
+	cmd.Flags().StringVarP(&o.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
+	cmd.Flags().StringVar(&o.image, "image", "", "filter by container image")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "consider all containers, not only running ones")
+	o.statusFlags.add(cmd, formatJSON, "json|yaml|go-template|table")
 	return cmd
 }
 
-func (a *app) printContainerStatus(r *runtimeapi.ContainerStatusResponse, verbose bool) {
+// run prints the status of each selected container.
+func (o *inspectOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+		return err
+	}
+	ids, err := idsOrFilter(c, cl.rt, o.prefixes, resolveContainerIDs, "container", "containers",
+		func() ([]*runtimeapi.Container, error) { return listContainers(c, cl.rt, cl.img, &o.psFilter) })
+	if err != nil {
+		return err
+	}
+	return printInspected(out, &o.statusFlags, ids, func(id string) (inspected, error) {
+		r, err := cl.rt.ContainerStatus(c, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: !o.quiet})
+		if err != nil {
+			return inspected{}, fmt.Errorf("get container status of %s: %w", id, err)
+		}
+		s := r.GetStatus()
+		ts := map[string]int64{"createdAt": s.GetCreatedAt(), "startedAt": 0, "finishedAt": 0}
+		if s.GetState() != runtimeapi.ContainerState_CONTAINER_CREATED {
+			ts["startedAt"] = s.GetStartedAt()
+		}
+		if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED || s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+			ts["finishedAt"] = s.GetFinishedAt()
+		}
+		return inspected{
+			table: func(out io.Writer) { printContainerStatus(out, r, !o.quiet) },
+			doc:   statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true},
+		}, nil
+	})
+}
+
+func printContainerStatus(out io.Writer, r *runtimeapi.ContainerStatusResponse, verbose bool) {
 	s, now := r.GetStatus(), time.Now()
-	fmt.Fprintf(a.out, "ID: %s\n", s.GetId())
+	fmt.Fprintf(out, "ID: %s\n", s.GetId())
 	if md := s.GetMetadata(); md != nil {
-		printIf(a, "Name", md.GetName())
+		printIf(out, "Name", md.GetName())
 		if md.GetAttempt() != 0 {
-			fmt.Fprintf(a.out, "Attempt: %d\n", md.GetAttempt())
+			fmt.Fprintf(out, "Attempt: %d\n", md.GetAttempt())
 		}
 	}
-	fmt.Fprintf(a.out, "State: %s\n", s.GetState())
-	fmt.Fprintf(a.out, "Created: %s\n", ago(s.GetCreatedAt(), now))
+	fmt.Fprintf(out, "State: %s\n", s.GetState())
+	fmt.Fprintf(out, "Created: %s\n", ago(s.GetCreatedAt(), now))
 	if s.GetState() != runtimeapi.ContainerState_CONTAINER_CREATED {
-		fmt.Fprintf(a.out, "Started: %s\n", ago(s.GetStartedAt(), now))
+		fmt.Fprintf(out, "Started: %s\n", ago(s.GetStartedAt(), now))
 	}
 	if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
 		if s.GetFinishedAt() > 0 {
-			fmt.Fprintf(a.out, "Finished: %s\n", ago(s.GetFinishedAt(), now))
+			fmt.Fprintf(out, "Finished: %s\n", ago(s.GetFinishedAt(), now))
 		}
-		fmt.Fprintf(a.out, "Exit Code: %d\n", s.GetExitCode())
+		fmt.Fprintf(out, "Exit Code: %d\n", s.GetExitCode())
 	}
-	printMap(a, "Labels", s.GetLabels())
-	printMap(a, "Annotations", s.GetAnnotations())
+	printMap(out, "Labels", s.GetLabels())
+	printMap(out, "Annotations", s.GetAnnotations())
 	if verbose {
-		fmt.Fprintf(a.out, "Info: %v\n", r.GetInfo())
+		fmt.Fprintf(out, "Info: %v\n", r.GetInfo())
 	}
 }
 
 // updateCommand updates the Linux resources of running containers (UpdateContainerResources).
 func (a *app) updateCommand() *cobra.Command {
 	var r runtimeapi.LinuxContainerResources
-	cmd := a.idsCommand("update", "CONTAINER-ID", "Update one or more running containers", resolveContainerIDs, func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
-		if _, err := rt.UpdateContainerResources(c, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &r}); err != nil {
-			return fmt.Errorf("updating container resources for %q: %w", id, err)
-		}
-		fmt.Fprintln(a.out, id)
-		return nil
+	cmd := a.idsCommand("update", "CONTAINER-ID", "Update one or more running containers", func(c context.Context, cl criClient, args []string) error {
+		return updateContainers(c, cl, args, &r, a.out)
 	})
 	fl := cmd.Flags()
 	fl.Int64Var(&r.CpuPeriod, "cpu-period", 0, "CPU CFS period to be used for hardcapping (in usecs); 0 for the system default")
@@ -540,4 +565,15 @@ func (a *app) updateCommand() *cobra.Command {
 	fl.StringVar(&r.CpusetMems, "cpuset-mems", "", "memory node(s) to use")
 	fl.Int64Var(&r.OomScoreAdj, "oom-score-adj", 0, "OOM killer score to use")
 	return cmd
+}
+
+// updateContainers sets resources r on the containers named by ID prefix, printing each ID.
+func updateContainers(c context.Context, cl criClient, prefixes []string, r *runtimeapi.LinuxContainerResources, out io.Writer) error {
+	return forEachID(c, cl.rt, resolveContainerIDs, prefixes, func(id string) error {
+		if _, err := cl.rt.UpdateContainerResources(c, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: r}); err != nil {
+			return fmt.Errorf("updating container resources for %q: %w", id, err)
+		}
+		fmt.Fprintln(out, id)
+		return nil
+	})
 }

@@ -6,7 +6,11 @@
 //
 // Files follow cri-tools' grouping: runtime.go (version, info), pods.go, containers.go, images.go,
 // logs.go, streaming.go (exec, attach, port-forward), stats.go, events.go, load.go; output.go holds the
-// shared table/json/yaml/go-template formatting and ids.go the ID-prefix resolution.
+// shared table/json/yaml/go-template formatting and ids.go the ID-prefix resolution. As in cri-tools,
+// each command is an options struct (or none) and a verb that takes the CRI client (criClient) and the
+// output streams, so it runs without cobra; the cobra command only binds flags to the options and calls
+// the verb through app.runE, the one place that connects to the runtime. Errors go back to the caller:
+// an exec'd command's exit status comes back as *ExitError, and nothing here exits the process.
 package crictl
 
 import (
@@ -59,12 +63,53 @@ type app struct {
 	debug           bool
 	dataDir         string
 
-	in     io.Reader
-	out    io.Writer
-	errOut io.Writer
+	streams
 
 	cfg    settings
 	client *cri.Client
+}
+
+// streams are a command's standard streams.
+type streams struct {
+	in          io.Reader
+	out, errOut io.Writer
+}
+
+// criClient is the CRI connection a verb works with: the runtime's RuntimeService and ImageService, as
+// runtime/cri's Client serves them (tests pass fakes).
+type criClient struct {
+	rt  runtimeapi.RuntimeServiceClient
+	img runtimeapi.ImageServiceClient
+}
+
+// verbFunc carries out one command with the connected client and the command's positional arguments.
+type verbFunc func(c context.Context, cl criClient, args []string) error
+
+// runE is the RunE of every CRI command: it connects to the runtime (lazily dialled, so an unreachable
+// runtime is reported by the verb's first call) and runs the verb with the command's context.
+func (a *app) runE(run verbFunc) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := a.conn()
+		if err != nil {
+			return err
+		}
+		return run(ctx(cmd), criClient{rt: c.Runtime(), img: c.Image()}, args)
+	}
+}
+
+// untilSignal runs a verb with a context that SIGINT and SIGTERM cancel: the streaming and following
+// commands end cleanly on Ctrl-C.
+func untilSignal(run verbFunc) verbFunc {
+	return func(c context.Context, cl criClient, args []string) error {
+		c, cancel := interruptible(c)
+		defer cancel()
+		return run(c, cl, args)
+	}
+}
+
+// interruptible returns c cancelled on SIGINT and SIGTERM.
+func interruptible(c context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(c, os.Interrupt, syscall.SIGTERM)
 }
 
 // NewCommand returns the `crictl` command. Like upstream, global flags (-r, -i, -t, -D, -c) go before the
@@ -80,31 +125,55 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:       true,
 		SilenceErrors:      true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := Run(ctx(cmd), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-			var ee *ExitError
-			if errors.As(err, &ee) {
-				os.Exit(ee.Code)
-			}
-			return err
+			return Run(ctx(cmd), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 }
 
-// ExitError reports that the command crictl ran in a container (exec) exited with a non-zero status;
-// the crictl process exits with the same status, as upstream does.
+// ExitError is an error with the exit status the crictl process should end with. exec returns one with
+// the status of the command it ran in a container when that is not 0 (and Err nil: the command's own
+// output said what happened), as upstream crictl exits with it.
 type ExitError struct {
-	// Code is the remote command's exit status.
+	// Code is the process exit status, 1 to 255.
 	Code int
+	// Err is what failed; nil when Code is a remote command's status.
+	Err error
 }
 
-func (e *ExitError) Error() string { return fmt.Sprintf("command exited with status %d", e.Code) }
+func (e *ExitError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("command exited with status %d", e.Code)
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Exit turns what Run or NewCommand's command returned into the process exit status, writing the error
+// to w as one "name: error" line: 0 for nil; an *ExitError's Code (silently when its Err is nil);
+// 1 for any other error (an unreachable runtime, bad input). main calls os.Exit with the result.
+func Exit(w io.Writer, name string, err error) int {
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		code = ee.Code
+		if ee.Err == nil {
+			return code
+		}
+	}
+	fmt.Fprintf(w, "%s: %v\n", name, err)
+	return code
+}
 
 // Run executes one crictl invocation in-process: args are what follows "crictl" on the command line
 // (global flags, subcommand, its flags and arguments). Output goes to stdout and stderr. It returns
-// *ExitError when exec'd command exits non-zero, and an error (one line for an unreachable runtime)
-// when the command fails.
+// *ExitError when an exec'd command exits non-zero, and an error (one line for an unreachable runtime)
+// when the command fails; Exit maps either to the process exit status.
 func Run(c context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a := &app{in: stdin, out: stdout, errOut: stderr}
+	a := &app{streams: streams{in: stdin, out: stdout, errOut: stderr}}
 	return a.run(c, args)
 }
 
@@ -303,24 +372,7 @@ func (a *app) conn() (*cri.Client, error) {
 	return c, nil
 }
 
-// rt returns the RuntimeService client.
-func (a *app) rt() (runtimeapi.RuntimeServiceClient, error) {
-	c, err := a.conn()
-	if err != nil {
-		return nil, err
-	}
-	return c.Runtime(), nil
-}
-
-// img returns the ImageService client.
-func (a *app) img() (runtimeapi.ImageServiceClient, error) {
-	c, err := a.conn()
-	if err != nil {
-		return nil, err
-	}
-	return c.Image(), nil
-}
-
+// close closes the CRI connection if one was dialled.
 func (a *app) close() error {
 	if a.client == nil {
 		return nil
@@ -328,15 +380,6 @@ func (a *app) close() error {
 	err := a.client.Close()
 	a.client = nil
 	return err
-}
-
-// signalContext is cmd's context cancelled on SIGINT/SIGTERM, for streaming and following commands.
-func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 // ctx returns the command's context (never nil).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,16 +89,6 @@ func resolveContainerID(ctx context.Context, rt runtimeapi.RuntimeServiceClient,
 		return "", err
 	}
 	return ids[0], nil
-}
-
-// container returns the RuntimeService client and the full ID of the container named by prefix.
-func (a *app) container(c context.Context, prefix string) (runtimeapi.RuntimeServiceClient, string, error) {
-	rt, err := a.rt()
-	if err != nil {
-		return nil, "", err
-	}
-	id, err := resolveContainerID(c, rt, prefix)
-	return rt, id, err
 }
 
 // resolvePodID resolves one pod sandbox ID prefix.
@@ -185,38 +176,36 @@ func idsOrFilter[T interface{ GetId() string }](c context.Context, rt runtimeapi
 	return idsOf(items), nil
 }
 
-// idsCommand builds a command "use ARG [ARG...]" that resolves its ID prefixes and applies do to each in
-// turn, stopping at the first error (start, update, stopp).
-func (a *app) idsCommand(use, arg, short string, resolve resolver, do func(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error) *cobra.Command {
+// idsCommand builds a command "use ARG [ARG...]" that runs the verb run on its ID arguments (start,
+// update, stopp).
+func (a *app) idsCommand(use, arg, short string, run verbFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " " + arg + " [" + arg + "...]",
 		Short: short,
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			ids, err := resolve(c, rt, args)
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := do(c, rt, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		RunE:  a.runE(run),
 	}
 }
 
+// forEachID resolves the ID prefixes and applies do to each ID in turn, stopping at the first error.
+func forEachID(c context.Context, rt runtimeapi.RuntimeServiceClient, resolve resolver, prefixes []string, do func(id string) error) error {
+	ids, err := resolve(c, rt, prefixes)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := do(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // removeEach applies remove to every ID and joins the errors (rm, rmp, rmi); with no IDs it prints none
-// on stderr.
-func (a *app) removeEach(ids []string, none string, remove func(id string) error) error {
+// on errOut.
+func removeEach(errOut io.Writer, ids []string, none string, remove func(id string) error) error {
 	if len(ids) == 0 {
-		fmt.Fprintln(a.errOut, none)
+		fmt.Fprintln(errOut, none)
 		return nil
 	}
 	var errs []error
@@ -224,4 +213,12 @@ func (a *app) removeEach(ids []string, none string, remove func(id string) error
 		errs = append(errs, remove(id))
 	}
 	return errors.Join(errs...)
+}
+
+// optionalArg is the argument of a command that takes at most one, or "".
+func optionalArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

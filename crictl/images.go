@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"sort"
@@ -54,9 +55,10 @@ func (f *pullFlags) authConfig() (*runtimeapi.AuthConfig, error) {
 	return &runtimeapi.AuthConfig{Username: user, Password: pass}, nil
 }
 
-// pullImage calls PullImage and, when stderr is a terminal, shows a progress line with the elapsed time
+// pullImage calls PullImage and, when errOut is a terminal, shows a progress line with the elapsed time
 // while the runtime pulls (CRI reports no byte counts, so time is the only progress there is).
-func (a *app) pullImage(c context.Context, img runtimeapi.ImageServiceClient, ref string, f *pullFlags, pod *runtimeapi.PodSandboxConfig) (string, error) {
+// Progress goes to errOut.
+func pullImage(c context.Context, img runtimeapi.ImageServiceClient, errOut io.Writer, ref string, f *pullFlags, pod *runtimeapi.PodSandboxConfig) (string, error) {
 	auth, err := f.authConfig()
 	if err != nil {
 		return "", err
@@ -69,7 +71,7 @@ func (a *app) pullImage(c context.Context, img runtimeapi.ImageServiceClient, re
 		c, cancel = context.WithTimeout(c, f.timeout)
 		defer cancel()
 	}
-	stop := a.progress(fmt.Sprintf("Pulling %s", ref))
+	stop := progress(errOut, fmt.Sprintf("Pulling %s", ref))
 	r, err := img.PullImage(c, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref, Annotations: f.annotations}, Auth: auth, SandboxConfig: pod})
 	stop(err == nil)
 	if err != nil {
@@ -78,10 +80,10 @@ func (a *app) pullImage(c context.Context, img runtimeapi.ImageServiceClient, re
 	return r.GetImageRef(), nil
 }
 
-// progress shows "msg … 3.2s" on a terminal stderr until the returned function is called; it is silent
-// when stderr is not a terminal.
-func (a *app) progress(msg string) func(ok bool) {
-	if !isTerminal(a.errOut) {
+// progress shows "msg … 3.2s" on w until the returned function is called; it is silent when w is not a
+// terminal.
+func progress(w io.Writer, msg string) func(ok bool) {
+	if !isTerminal(w) {
 		return func(bool) {}
 	}
 	start, done := time.Now(), make(chan struct{})
@@ -95,7 +97,7 @@ func (a *app) progress(msg string) func(ok bool) {
 			case <-done:
 				return
 			case <-tick.C:
-				fmt.Fprintf(a.errOut, "\r%s … %.1fs", msg, time.Since(start).Seconds())
+				fmt.Fprintf(w, "\r%s … %.1fs", msg, time.Since(start).Seconds())
 			}
 		}
 	}()
@@ -106,7 +108,7 @@ func (a *app) progress(msg string) func(ok bool) {
 		if !ok {
 			word = "failed"
 		}
-		fmt.Fprintf(a.errOut, "\r%s … %s in %.1fs\n", msg, word, time.Since(start).Seconds())
+		fmt.Fprintf(w, "\r%s … %s in %.1fs\n", msg, word, time.Since(start).Seconds())
 	}
 }
 
@@ -116,45 +118,50 @@ func isTerminal(w any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// pullOptions are the options of pull.
+type pullOptions struct {
+	pullFlags
+	ref, podConfig string
+	annotationArgs []string
+}
+
 // pullCommand pulls an image through the CRI ImageService.
 func (a *app) pullCommand() *cobra.Command {
-	var (
-		pf        pullFlags
-		podConfig string
-		ann       []string
-	)
+	var o pullOptions
 	cmd := &cobra.Command{
 		Use:   "pull NAME[:TAG|@DIGEST]",
 		Short: "Pull an image from a registry",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var pod *runtimeapi.PodSandboxConfig
-			if podConfig != "" {
-				var err error
-				if pod, err = loadPodSandboxConfig(podConfig); err != nil {
-					return err
-				}
-			}
-			var err error
-			if pf.annotations, err = (&listFlags{labels: ann}).labelSelector(); err != nil {
-				return fmt.Errorf("--annotation: %w", err)
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			ref, err := a.pullImage(ctx(cmd), img, args[0], &pf, pod)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out, "Image is up to date for %s\n", ref)
-			return nil
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.ref = args[0]
+			return o.run(c, cl, a.streams)
+		}),
 	}
-	pf.add(cmd)
-	cmd.Flags().StringVar(&podConfig, "pod-config", "", "use pod-config.[json|yaml] to override the pull context")
-	cmd.Flags().StringArrayVarP(&ann, "annotation", "a", nil, "annotation key=value to be set on the pulled image")
+	o.pullFlags.add(cmd)
+	cmd.Flags().StringVar(&o.podConfig, "pod-config", "", "use pod-config.[json|yaml] to override the pull context")
+	cmd.Flags().StringArrayVarP(&o.annotationArgs, "annotation", "a", nil, "annotation key=value to be set on the pulled image")
 	return cmd
+}
+
+// run pulls the image and prints "Image is up to date for REF".
+func (o *pullOptions) run(c context.Context, cl criClient, s streams) error {
+	var pod *runtimeapi.PodSandboxConfig
+	if o.podConfig != "" {
+		var err error
+		if pod, err = loadPodSandboxConfig(o.podConfig); err != nil {
+			return err
+		}
+	}
+	var err error
+	if o.pullFlags.annotations, err = (&listFlags{labels: o.annotationArgs}).labelSelector(); err != nil {
+		return fmt.Errorf("--annotation: %w", err)
+	}
+	ref, err := pullImage(c, cl.img, s.errOut, o.ref, &o.pullFlags, pod)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "Image is up to date for %s\n", ref)
+	return nil
 }
 
 // repoTagPairs splits an image's repo tags into (repository, tag) rows; an untagged image shows its
@@ -191,58 +198,64 @@ func repoDigest(digests []string) (repo, digest string) {
 	return r, d
 }
 
+// imagesOptions are the options of images.
+type imagesOptions struct {
+	ref                                      string
+	verbose, quiet, digests, noTrunc, pinned bool
+	output                                   string
+	filters                                  []string
+}
+
 // imagesCommand lists images: table columns IMAGE, TAG, [DIGEST], IMAGE ID, SIZE, [PINNED]; or -q IDs,
 // -v details, -o json|yaml (a ListImagesResponse).
 func (a *app) imagesCommand() *cobra.Command {
-	var (
-		verbose, quiet, digests, noTrunc, pinned bool
-		output                                   string
-		filters                                  []string
-	)
+	var o imagesOptions
 	cmd := &cobra.Command{
 		Use:     "images [REPOSITORY[:TAG]]",
 		Aliases: []string{"image", "img"},
 		Short:   "List images",
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			req := &runtimeapi.ListImagesRequest{}
-			if len(args) == 1 {
-				req.Filter = &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: args[0]}}
-			}
-			r, err := img.ListImages(ctx(cmd), req)
-			if err != nil {
-				return fmt.Errorf("listing images: %w", err)
-			}
-			if len(args) == 1 {
-				// Some runtimes (containerd 1.6) ignore the filter; apply it here too.
-				r.Images = slices.DeleteFunc(r.Images, func(im *runtimeapi.Image) bool { return !imageMatches(im, args[0]) })
-			}
-			sortImages(r.Images)
-			if r.Images, err = filterImages(r.Images, filters); err != nil {
-				return err
-			}
-			if output != formatTable {
-				return printProto(a.out, r, output)
-			}
-			return a.printImages(r.GetImages(), verbose, quiet, digests, noTrunc, pinned)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.ref = optionalArg(args)
+			return o.run(c, cl, a.out)
+		}),
 	}
 	fl := cmd.Flags()
-	fl.BoolVarP(&verbose, "verbose", "v", false, "show verbose info for images")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "only show image IDs")
-	fl.StringVarP(&output, "output", "o", formatTable, "output format, one of: json|yaml|table")
-	fl.BoolVar(&digests, "digests", false, "show digests")
-	fl.BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
-	fl.BoolVar(&pinned, "pinned", false, "show whether the image is pinned or not")
-	fl.StringArrayVarP(&filters, "filter", "f", nil, "filter output (repeatable): dangling=true|false, reference=REGEXP, before=IMAGE, since=IMAGE")
+	fl.BoolVarP(&o.verbose, "verbose", "v", false, "show verbose info for images")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "only show image IDs")
+	fl.StringVarP(&o.output, "output", "o", formatTable, "output format, one of: json|yaml|table")
+	fl.BoolVar(&o.digests, "digests", false, "show digests")
+	fl.BoolVar(&o.noTrunc, "no-trunc", false, "show output without truncating the ID")
+	fl.BoolVar(&o.pinned, "pinned", false, "show whether the image is pinned or not")
+	fl.StringArrayVarP(&o.filters, "filter", "f", nil, "filter output (repeatable): dangling=true|false, reference=REGEXP, before=IMAGE, since=IMAGE")
 	return cmd
+}
+
+// run lists the images (those ref names, when set) the filters keep and prints them.
+func (o *imagesOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if err := checkFormat(o.output, formatTable, formatJSON, formatYAML); err != nil {
+		return err
+	}
+	req := &runtimeapi.ListImagesRequest{}
+	if o.ref != "" {
+		req.Filter = &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: o.ref}}
+	}
+	r, err := cl.img.ListImages(c, req)
+	if err != nil {
+		return fmt.Errorf("listing images: %w", err)
+	}
+	if o.ref != "" {
+		// Some runtimes (containerd 1.6) ignore the filter; apply it here too.
+		r.Images = slices.DeleteFunc(r.Images, func(im *runtimeapi.Image) bool { return !imageMatches(im, o.ref) })
+	}
+	sortImages(r.Images)
+	if r.Images, err = filterImages(r.Images, o.filters); err != nil {
+		return err
+	}
+	if o.output != formatTable {
+		return printProto(out, r, o.output)
+	}
+	return o.print(out, r.GetImages())
 }
 
 // imageMatches reports whether ref names im: its ID (or an ID prefix of at least 3 hex characters), one
@@ -315,60 +328,60 @@ func sortImages(imgs []*runtimeapi.Image) {
 	})
 }
 
-func (a *app) printImages(images []*runtimeapi.Image, verbose, quiet, digests, noTrunc, pinned bool) error {
-	if quiet {
+func (o *imagesOptions) print(out io.Writer, images []*runtimeapi.Image) error {
+	if o.quiet {
 		for _, im := range images {
-			fmt.Fprintln(a.out, im.GetId())
+			fmt.Fprintln(out, im.GetId())
 		}
 		return nil
 	}
-	if verbose {
+	if o.verbose {
 		for _, im := range images {
-			fmt.Fprintf(a.out, "ID: %s\n", im.GetId())
+			fmt.Fprintf(out, "ID: %s\n", im.GetId())
 			for _, t := range im.GetRepoTags() {
-				fmt.Fprintf(a.out, "RepoTags: %s\n", t)
+				fmt.Fprintf(out, "RepoTags: %s\n", t)
 			}
 			for _, d := range im.GetRepoDigests() {
-				fmt.Fprintf(a.out, "RepoDigests: %s\n", d)
+				fmt.Fprintf(out, "RepoDigests: %s\n", d)
 			}
 			if im.GetSize() != 0 {
-				fmt.Fprintf(a.out, "Size: %d\n", im.GetSize())
+				fmt.Fprintf(out, "Size: %d\n", im.GetSize())
 			}
 			if im.GetUid() != nil {
-				fmt.Fprintf(a.out, "Uid: %v\n", im.GetUid())
+				fmt.Fprintf(out, "Uid: %v\n", im.GetUid())
 			}
-			printIf(a, "Username", im.GetUsername())
+			printIf(out, "Username", im.GetUsername())
 			if im.GetPinned() {
-				fmt.Fprintf(a.out, "Pinned: %v\n", im.GetPinned())
+				fmt.Fprintf(out, "Pinned: %v\n", im.GetPinned())
 			}
-			fmt.Fprintln(a.out)
+			fmt.Fprintln(out)
 		}
 		return nil
 	}
-	t := newTable(a.out)
+	t := newTable(out)
 	header := []string{colImage, colTag}
-	if digests {
+	if o.digests {
 		header = append(header, colDigest)
 	}
 	header = append(header, colImageID, colSize)
-	if pinned {
+	if o.pinned {
 		header = append(header, colPinned)
 	}
 	t.row(header...)
 	for _, im := range images {
 		repo, digest := repoDigest(im.GetRepoDigests())
 		id := im.GetId()
-		if !noTrunc {
+		if !o.noTrunc {
 			id, digest = truncateID(id, "sha256:"), truncateID(digest, "sha256:")
 		}
 		size := humanSize(float64(im.GetSize()), 3)
 		for _, rt := range repoTagPairs(im.GetRepoTags(), repo) {
 			row := []string{rt[0], rt[1]}
-			if digests {
+			if o.digests {
 				row = append(row, digest)
 			}
 			row = append(row, id, size)
-			if pinned {
+			if o.pinned {
 				row = append(row, strconv.FormatBool(im.GetPinned()))
 			}
 			t.row(row...)
@@ -379,117 +392,122 @@ func (a *app) printImages(images []*runtimeapi.Image, verbose, quiet, digests, n
 
 // inspectiCommand prints the ImageStatus of images named by reference or ID.
 func (a *app) inspectiCommand() *cobra.Command {
-	var sf statusFlags
+	var o statusFlags
 	cmd := &cobra.Command{
 		Use:   "inspecti IMAGE-ID [IMAGE-ID...]",
 		Short: "Return the status of one or more images",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
-				return err
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			var docs []statusDoc
-			for _, ref := range args {
-				r, err := img.ImageStatus(ctx(cmd), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: !sf.quiet})
-				if err != nil {
-					return fmt.Errorf("image status of %q: %w", ref, err)
-				}
-				if r.GetImage() == nil {
-					return fmt.Errorf("no such image %q", ref)
-				}
-				if sf.output == formatTable {
-					im := r.GetImage()
-					fmt.Fprintf(a.out, "ID: %s\n", im.GetId())
-					for _, t := range im.GetRepoTags() {
-						fmt.Fprintf(a.out, "Tag: %s\n", t)
-					}
-					for _, d := range im.GetRepoDigests() {
-						fmt.Fprintf(a.out, "Digest: %s\n", d)
-					}
-					fmt.Fprintf(a.out, "Size: %s\n", humanSize(float64(im.GetSize()), 3))
-					if !sf.quiet {
-						fmt.Fprintf(a.out, "Info: %v\n", r.GetInfo())
-					}
-					continue
-				}
-				docs = append(docs, statusDoc{status: r.GetImage(), info: r.GetInfo()})
-			}
-			return printStatus(a.out, docs, sf.output, sf.template)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			return inspectImages(c, cl, args, &o, a.out)
+		}),
 	}
-	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	o.add(cmd, formatJSON, "json|yaml|go-template|table")
 	return cmd
+}
+
+// inspectImages prints the status of each image named in refs.
+func inspectImages(c context.Context, cl criClient, refs []string, o *statusFlags, out io.Writer) error {
+	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+		return err
+	}
+	return printInspected(out, o, refs, func(ref string) (inspected, error) {
+		r, err := cl.img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: !o.quiet})
+		if err != nil {
+			return inspected{}, fmt.Errorf("image status of %q: %w", ref, err)
+		}
+		if r.GetImage() == nil {
+			return inspected{}, fmt.Errorf("no such image %q", ref)
+		}
+		return inspected{
+			table: func(out io.Writer) { printImageStatus(out, r, !o.quiet) },
+			doc:   statusDoc{status: r.GetImage(), info: r.GetInfo()},
+		}, nil
+	})
+}
+
+func printImageStatus(out io.Writer, r *runtimeapi.ImageStatusResponse, verbose bool) {
+	im := r.GetImage()
+	fmt.Fprintf(out, "ID: %s\n", im.GetId())
+	for _, t := range im.GetRepoTags() {
+		fmt.Fprintf(out, "Tag: %s\n", t)
+	}
+	for _, d := range im.GetRepoDigests() {
+		fmt.Fprintf(out, "Digest: %s\n", d)
+	}
+	fmt.Fprintf(out, "Size: %s\n", humanSize(float64(im.GetSize()), 3))
+	if verbose {
+		fmt.Fprintf(out, "Info: %v\n", r.GetInfo())
+	}
+}
+
+// rmiOptions are the options of rmi: images by reference or ID, all of them, or the unused ones.
+type rmiOptions struct {
+	refs       []string
+	all, prune bool
 }
 
 // rmiCommand removes images by reference or ID; -a removes all, --prune those no container uses
 // (pinned images are kept).
 func (a *app) rmiCommand() *cobra.Command {
-	var all, prune bool
+	var o rmiOptions
 	cmd := &cobra.Command{
 		Use:   "rmi IMAGE-ID [IMAGE-ID...]",
 		Short: "Remove one or more images",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !all && !prune {
-				return errors.New("rmi: give IMAGE-IDs, --all or --prune")
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			remove := map[string]bool{}
-			for _, id := range args {
-				remove[id] = true
-			}
-			if all || prune {
-				r, err := img.ListImages(c, &runtimeapi.ListImagesRequest{})
-				if err != nil {
-					return err
-				}
-				for _, im := range r.GetImages() {
-					if prune && im.GetPinned() {
-						continue
-					}
-					remove[im.GetId()] = true
-				}
-			}
-			if prune {
-				rt, err := a.rt()
-				if err != nil {
-					return err
-				}
-				ctrs, err := rt.ListContainers(c, &runtimeapi.ListContainersRequest{})
-				if err != nil {
-					return err
-				}
-				for _, ctr := range ctrs.GetContainers() {
-					st, err := img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: ctr.GetImage()})
-					if err != nil || st.GetImage() == nil {
-						continue
-					}
-					remove[st.GetImage().GetId()] = false
-				}
-			}
-			ids := make([]string, 0, len(remove))
-			for id, ok := range remove {
-				if ok {
-					ids = append(ids, id)
-				}
-			}
-			sort.Strings(ids)
-			return a.removeEach(ids, "No images to remove", func(id string) error { return a.removeImage(c, img, id, prune) })
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.refs = args
+			return o.run(c, cl, a.streams)
+		}),
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "remove all images")
-	cmd.Flags().BoolVarP(&prune, "prune", "q", false, "remove all unused images")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "remove all images")
+	cmd.Flags().BoolVarP(&o.prune, "prune", "q", false, "remove all unused images")
 	return cmd
 }
 
-func (a *app) removeImage(c context.Context, img runtimeapi.ImageServiceClient, ref string, prune bool) error {
+// run removes the selected images in ID order, reporting all failures together.
+func (o *rmiOptions) run(c context.Context, cl criClient, s streams) error {
+	if len(o.refs) == 0 && !o.all && !o.prune {
+		return errors.New("rmi: give IMAGE-IDs, --all or --prune")
+	}
+	remove := map[string]bool{}
+	for _, id := range o.refs {
+		remove[id] = true
+	}
+	if o.all || o.prune {
+		r, err := cl.img.ListImages(c, &runtimeapi.ListImagesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, im := range r.GetImages() {
+			if o.prune && im.GetPinned() {
+				continue
+			}
+			remove[im.GetId()] = true
+		}
+	}
+	if o.prune {
+		ctrs, err := cl.rt.ListContainers(c, &runtimeapi.ListContainersRequest{})
+		if err != nil {
+			return err
+		}
+		for _, ctr := range ctrs.GetContainers() {
+			st, err := cl.img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: ctr.GetImage()})
+			if err != nil || st.GetImage() == nil {
+				continue
+			}
+			remove[st.GetImage().GetId()] = false
+		}
+	}
+	ids := make([]string, 0, len(remove))
+	for id, ok := range remove {
+		if ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return removeEach(s.errOut, ids, "No images to remove", func(id string) error { return o.remove(c, cl.img, id, s.out) })
+}
+
+func (o *rmiOptions) remove(c context.Context, img runtimeapi.ImageServiceClient, ref string, out io.Writer) error {
 	st, err := img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
 		return fmt.Errorf("image status of %q: %w", ref, err)
@@ -498,7 +516,7 @@ func (a *app) removeImage(c context.Context, img runtimeapi.ImageServiceClient, 
 		return fmt.Errorf("no such image %s", ref)
 	}
 	if _, err := img.RemoveImage(c, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
-		if prune { // another client may have removed it meanwhile
+		if o.prune { // another client may have removed it meanwhile
 			return nil
 		}
 		return fmt.Errorf("removing image %q: %w", ref, err)
@@ -508,47 +526,48 @@ func (a *app) removeImage(c context.Context, img runtimeapi.ImageServiceClient, 
 		names = st.GetImage().GetRepoDigests()
 	}
 	for _, n := range names {
-		fmt.Fprintf(a.out, "Deleted: %s\n", n)
+		fmt.Fprintf(out, "Deleted: %s\n", n)
 	}
 	return nil
 }
 
 // imagefsinfoCommand prints the ImageFsInfo answer (image and container filesystems' usage).
 func (a *app) imagefsinfoCommand() *cobra.Command {
-	var sf statusFlags
+	var o statusFlags
 	cmd := &cobra.Command{
 		Use:   "imagefsinfo",
 		Short: "Return image filesystem info",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
-				return err
-			}
-			img, err := a.img()
-			if err != nil {
-				return err
-			}
-			r, err := img.ImageFsInfo(ctx(cmd), &runtimeapi.ImageFsInfoRequest{})
-			if err != nil {
-				return fmt.Errorf("image filesystem info request: %w", err)
-			}
-			if sf.output == formatTable {
-				for _, g := range []struct {
-					label string
-					fs    []*runtimeapi.FilesystemUsage
-				}{{"Container", r.GetContainerFilesystems()}, {"Image", r.GetImageFilesystems()}} {
-					fmt.Fprintf(a.out, "%s Filesystem \n", g.label)
-					for i, u := range g.fs {
-						fmt.Fprintf(a.out, "TimeStamp[%d]: %d\nDisk[%d]: %s\nInodes[%d]: %d\nMountpoint[%d]: %s\n",
-							i, u.GetTimestamp(), i, humanSize(float64(u.GetUsedBytes().GetValue()), 4),
-							i, u.GetInodesUsed().GetValue(), i, u.GetFsId().GetMountpoint())
-					}
-				}
-				return nil
-			}
-			return printStatus(a.out, []statusDoc{{status: r}}, sf.output, sf.template)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, _ []string) error {
+			return imageFsInfo(c, cl, &o, a.out)
+		}),
 	}
-	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	o.add(cmd, formatJSON, "json|yaml|go-template|table")
 	return cmd
+}
+
+// imageFsInfo prints the usage of the runtime's container and image filesystems.
+func imageFsInfo(c context.Context, cl criClient, o *statusFlags, out io.Writer) error {
+	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+		return err
+	}
+	r, err := cl.img.ImageFsInfo(c, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return fmt.Errorf("image filesystem info request: %w", err)
+	}
+	if o.output != formatTable {
+		return printStatus(out, []statusDoc{{status: r}}, o.output, o.template)
+	}
+	for _, g := range []struct {
+		label string
+		fs    []*runtimeapi.FilesystemUsage
+	}{{"Container", r.GetContainerFilesystems()}, {"Image", r.GetImageFilesystems()}} {
+		fmt.Fprintf(out, "%s Filesystem \n", g.label)
+		for i, u := range g.fs {
+			fmt.Fprintf(out, "TimeStamp[%d]: %d\nDisk[%d]: %s\nInodes[%d]: %d\nMountpoint[%d]: %s\n",
+				i, u.GetTimestamp(), i, humanSize(float64(u.GetUsedBytes().GetValue()), 4),
+				i, u.GetInodesUsed().GetValue(), i, u.GetFsId().GetMountpoint())
+		}
+	}
+	return nil
 }

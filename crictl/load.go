@@ -1,7 +1,10 @@
 package crictl
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,11 +13,17 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
+// loadOptions are the options of load.
+type loadOptions struct {
+	files []string
+	quiet bool
+}
+
 // loadCommand imports OCI-layout or docker-save image archives into the runtime's image store (the
 // containerd k8s.io namespace, where CRI sees them), showing a progress bar on a terminal. The runtime
 // endpoint must be containerd's socket, which serves both CRI and the containerd API.
 func (a *app) loadCommand() *cobra.Command {
-	var quiet bool
+	var o loadOptions
 	cmd := &cobra.Command{
 		Use:   "load FILE [FILE...]",
 		Short: "Import image archives (OCI layout or docker save tarballs) into the runtime",
@@ -24,60 +33,60 @@ func (a *app) loadCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.cfg.ImageEndpoint != "" {
-				ep = a.cfg.ImageEndpoint
-			}
-			sock, err := cri.ParseEndpoint(ep)
-			if err != nil {
-				return err
-			}
-			im, err := containerd.NewImporter(sock)
-			if err != nil {
-				return err
-			}
-			defer im.Close()
-			c, cancel := signalContext(cmd)
+			o.files = args
+			c, cancel := interruptible(ctx(cmd))
 			defer cancel()
-			for _, file := range args {
-				bar := a.progressBar(quiet)
-				imgs, err := im.ImportFile(c, file, bar.update)
-				bar.done()
-				if err != nil {
-					return err
-				}
-				for _, img := range imgs {
-					fmt.Fprintf(a.out, "Loaded image: %s (%s)\n", img.Name, img.Digest)
-				}
-			}
-			return nil
+			return o.run(c, cmp.Or(a.cfg.ImageEndpoint, ep), a.streams)
 		},
 	}
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not show the progress bar")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "do not show the progress bar")
 	return cmd
 }
 
-// bar draws "FILE [=====>      ]  45% 12.3MB/27.1MB" on a terminal stderr.
-type bar struct {
-	a       *app
-	enabled bool
-	drawn   bool
+// run imports each file through containerd's API at endpoint, printing "Loaded image: NAME (DIGEST)"
+// per image; the progress bar goes to s.errOut when it is a terminal.
+func (o *loadOptions) run(c context.Context, endpoint string, s streams) error {
+	sock, err := cri.ParseEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	im, err := containerd.NewImporter(sock)
+	if err != nil {
+		return err
+	}
+	defer im.Close()
+	for _, file := range o.files {
+		b := &bar{w: s.errOut, enabled: !o.quiet && isTerminal(s.errOut)}
+		imgs, err := im.ImportFile(c, file, b.update)
+		b.done()
+		if err != nil {
+			return err
+		}
+		for _, img := range imgs {
+			fmt.Fprintf(s.out, "Loaded image: %s (%s)\n", img.Name, img.Digest)
+		}
+	}
+	return nil
 }
 
-func (a *app) progressBar(quiet bool) *bar {
-	return &bar{a: a, enabled: !quiet && isTerminal(a.errOut)}
+// bar draws "FILE [=====>      ]  45% 12.3MB/27.1MB" on w.
+type bar struct {
+	w       io.Writer
+	enabled bool
+	drawn   bool
 }
 
 func (b *bar) update(p containerd.ImportProgress) {
 	if !b.enabled || p.Total <= 0 {
 		return
 	}
-	fmt.Fprintf(b.a.errOut, "\r%s", renderBar(p.File, p.Done, p.Total, 30))
+	fmt.Fprintf(b.w, "\r%s", renderBar(p.File, p.Done, p.Total, 30))
 	b.drawn = true
 }
 
 func (b *bar) done() {
 	if b.drawn {
-		fmt.Fprintln(b.a.errOut)
+		fmt.Fprintln(b.w)
 	}
 }
 

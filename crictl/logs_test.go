@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const sampleLog = `2026-01-02T10:00:00.000000001Z stdout F line one
@@ -16,40 +19,68 @@ const sampleLog = `2026-01-02T10:00:00.000000001Z stdout F line one
 2026-01-02T10:00:03.000000000Z stdout F line four
 `
 
-func readAll(t *testing.T, path string, opts logOptions) (string, string) {
+// logContainer is the full ID of the container whose log the tests read.
+var logContainer = strings.Repeat("c1", 32)
+
+// logRuntime serves one container whose log file is path.
+func logRuntime(path string, state runtimeapi.ContainerState) *fakeRuntime {
+	return &fakeRuntime{
+		ctrs: []*runtimeapi.Container{{Id: logContainer, State: state, Metadata: &runtimeapi.ContainerMetadata{Name: "srv"}}},
+		status: map[string]*runtimeapi.ContainerStatus{logContainer: {
+			Id: logContainer, State: state, LogPath: path, Metadata: &runtimeapi.ContainerMetadata{Name: "srv"},
+		}},
+	}
+}
+
+// readAll runs the logs verb for the container of log file path with options o.
+func readAll(t *testing.T, path string, o logsOptions) (string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	if err := readLogs(context.Background(), path, &opts, &out, &errOut, func() bool { return false }); err != nil {
+	o.prefix = logContainer[:6]
+	cl := criClient{rt: logRuntime(path, runtimeapi.ContainerState_CONTAINER_EXITED)}
+	if err := o.run(context.Background(), cl, streams{out: &out, errOut: &errOut}); err != nil {
 		t.Fatal(err)
 	}
 	return out.String(), errOut.String()
 }
 
-func TestReadLogs(t *testing.T) {
+func TestLogs(t *testing.T) {
 	p := writeFile(t, "0.log", sampleLog)
-	out, errOut := readAll(t, p, logOptions{tail: -1, limitBytes: -1})
+	all := logsOptions{tail: -1, limitBytes: -1}
+	out, errOut := readAll(t, p, all)
 	if out != "line one\npart-ial\nline four\n" || errOut != "oops\n" {
 		t.Errorf("all: stdout %q stderr %q", out, errOut)
 	}
-	out, errOut = readAll(t, p, logOptions{tail: 2, limitBytes: -1})
-	if out != "part-ial\nline four\n" || errOut != "" {
+	// --tail counts lines of the file, a partial entry being one, as the kubelet and upstream crictl do.
+	tail := all
+	tail.tail = 2
+	out, errOut = readAll(t, p, tail)
+	if out != "ial\nline four\n" || errOut != "" {
 		t.Errorf("--tail 2: stdout %q stderr %q", out, errOut)
 	}
-	out, _ = readAll(t, p, logOptions{tail: 1, limitBytes: -1, timestamps: true})
-	if out != "2026-01-02T10:00:03Z line four\n" {
+	// Timestamps have upstream's fixed width (RFC3339NanoFixed).
+	ts := all
+	ts.tail, ts.timestamps = 1, true
+	out, _ = readAll(t, p, ts)
+	if out != "2026-01-02T10:00:03.000000000Z line four\n" {
 		t.Errorf("--timestamps: %q", out)
 	}
-	since, _ := time.Parse(time.RFC3339, "2026-01-02T10:00:01Z")
-	out, errOut = readAll(t, p, logOptions{tail: -1, limitBytes: -1, since: since})
+	since := all
+	since.since = "2026-01-02T10:00:01Z"
+	out, errOut = readAll(t, p, since)
 	if out != "part-ial\nline four\n" || errOut != "oops\n" {
 		t.Errorf("--since: stdout %q stderr %q", out, errOut)
 	}
-	out, errOut = readAll(t, p, logOptions{tail: -1, limitBytes: -1, stream: "stderr"})
+	stream := all
+	stream.stream = "stderr"
+	out, errOut = readAll(t, p, stream)
 	if out != "" || errOut != "oops\n" {
 		t.Errorf("--stream stderr: stdout %q stderr %q", out, errOut)
 	}
 	// The byte limit counts both streams together.
-	out, errOut = readAll(t, p, logOptions{tail: -1, limitBytes: 12})
+	limit := all
+	limit.limitBytes = 12
+	out, errOut = readAll(t, p, limit)
 	if out != "line one\n" || errOut != "oop" {
 		t.Errorf("--limit-bytes 12: stdout %q stderr %q", out, errOut)
 	}
@@ -63,10 +94,21 @@ func TestReadLogs(t *testing.T) {
 	if got := previousLogPath("/var/log/pods/x/srv/2.log", 2); got != "/var/log/pods/x/srv/1.log" {
 		t.Errorf("previousLogPath = %q", got)
 	}
-	bad := writeFile(t, "bad.log", "not a cri log line\n")
 	var b bytes.Buffer
-	if err := readLogs(context.Background(), bad, &logOptions{tail: -1, limitBytes: -1}, &b, &b, nil); err == nil {
+	s := streams{out: &b, errOut: &b}
+	bad := writeFile(t, "bad.log", "not a cri log line\n")
+	o := all
+	o.prefix = logContainer
+	if err := o.run(context.Background(), criClient{rt: logRuntime(bad, runtimeapi.ContainerState_CONTAINER_EXITED)}, s); err == nil {
 		t.Error("malformed log: want an error")
+	}
+	o.stream = "both"
+	if err := o.run(context.Background(), criClient{rt: logRuntime(p, runtimeapi.ContainerState_CONTAINER_EXITED)}, s); err == nil || !strings.Contains(err.Error(), `--stream "both"`) {
+		t.Errorf("--stream both: %v, want an error naming the flag", err)
+	}
+	o.stream, o.previous = "", true
+	if err := o.run(context.Background(), criClient{rt: logRuntime(p, runtimeapi.ContainerState_CONTAINER_EXITED)}, s); err == nil || err.Error() != "previous terminated container srv not found" {
+		t.Errorf("--previous of attempt 0: %v", err)
 	}
 }
 
@@ -79,31 +121,21 @@ func TestFollowLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	running := make(chan bool, 1)
-	running <- true
-	isRunning := func() bool {
-		select {
-		case r := <-running:
-			running <- r
-			return r
-		default:
-			return false
-		}
-	}
+	rt := logRuntime(p, runtimeapi.ContainerState_CONTAINER_RUNNING)
 	var out syncBuffer
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	go func() {
-		done <- readLogs(ctx, p, &logOptions{follow: true, tail: -1, limitBytes: -1}, &out, &out, isRunning)
+		o := logsOptions{prefix: logContainer, follow: true, tail: -1, limitBytes: -1}
+		done <- o.run(ctx, criClient{rt: rt}, streams{out: &out, errOut: &out})
 	}()
 	waitFor(t, func() bool { return out.String() == "first\n" })
 	f.WriteString("2026-01-02T10:00:01Z stdout F sec")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the reader sees the half-written line first
 	f.WriteString("ond\n")
 	waitFor(t, func() bool { return out.String() == "first\nsecond\n" })
-	<-running
-	running <- false
+	rt.setState(logContainer, runtimeapi.ContainerState_CONTAINER_EXITED)
 	select {
 	case err := <-done:
 		if err != nil {

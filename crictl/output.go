@@ -234,6 +234,31 @@ func printStatus(out io.Writer, docs []statusDoc, format, tmpl string) error {
 	return fmt.Errorf("--output: unsupported format %q, want one of json|yaml|go-template|table", format)
 }
 
+// inspected is one object's status answer (inspect, inspectp, inspecti): its -o table text, or its
+// document for the other formats.
+type inspected struct {
+	table func(out io.Writer)
+	doc   statusDoc
+}
+
+// printInspected gets the status of each of ids in turn and prints them in the -o format of o: table
+// entries one after the other, or the documents together (printStatus). It stops at the first error.
+func printInspected(out io.Writer, o *statusFlags, ids []string, get func(id string) (inspected, error)) error {
+	var docs []statusDoc
+	for _, id := range ids {
+		r, err := get(id)
+		if err != nil {
+			return err
+		}
+		if o.output == formatTable {
+			r.table(out)
+			continue
+		}
+		docs = append(docs, r.doc)
+	}
+	return printStatus(out, docs, o.output, o.template)
+}
+
 // templateFuncs are the helpers upstream offers inside --template: json, title, lower, upper.
 var templateFuncs = template.FuncMap{
 	"json": func(v any) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,76 +58,80 @@ func runtimeHandler(h string) string {
 	return h
 }
 
+// podsOptions are the options of pods.
+type podsOptions struct {
+	listFlags
+	verbose, quiet, noTrunc bool
+	output                  string
+}
+
 // podsCommand lists pod sandboxes: table columns POD ID, CREATED, STATE, NAME, NAMESPACE, ATTEMPT,
 // RUNTIME; or -q IDs, -v details, -o json|yaml (a ListPodSandboxResponse).
 func (a *app) podsCommand() *cobra.Command {
-	var (
-		f                       listFlags
-		verbose, quiet, noTrunc bool
-		output                  string
-	)
+	var o podsOptions
 	cmd := &cobra.Command{
 		Use:   "pods",
 		Short: "List pods",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			pods, err := listPods(ctx(cmd), rt, &f)
-			if err != nil {
-				return fmt.Errorf("listing pod sandboxes: %w", err)
-			}
-			if output != formatTable {
-				return printProto(a.out, &runtimeapi.ListPodSandboxResponse{Items: pods}, output)
-			}
-			return a.printPods(pods, verbose, quiet, noTrunc)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, _ []string) error {
+			return o.run(c, cl, a.out)
+		}),
 	}
-	f.add(cmd, "pod")
-	cmd.Flags().StringVar(&f.id, "id", "", "filter by pod ID")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show verbose info for pods")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "list only pod IDs")
-	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format, one of: json|yaml|table")
-	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "show output without truncating the ID")
+	o.add(cmd, "pod")
+	cmd.Flags().StringVar(&o.id, "id", "", "filter by pod ID")
+	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "show verbose info for pods")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "list only pod IDs")
+	cmd.Flags().StringVarP(&o.output, "output", "o", formatTable, "output format, one of: json|yaml|table")
+	cmd.Flags().BoolVar(&o.noTrunc, "no-trunc", false, "show output without truncating the ID")
 	return cmd
 }
 
-func (a *app) printPods(pods []*runtimeapi.PodSandbox, verbose, quiet, noTrunc bool) error {
+// run lists the pods the filters select and prints them.
+func (o *podsOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if err := checkFormat(o.output, formatTable, formatJSON, formatYAML); err != nil {
+		return err
+	}
+	pods, err := listPods(c, cl.rt, &o.listFlags)
+	if err != nil {
+		return fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	if o.output != formatTable {
+		return printProto(out, &runtimeapi.ListPodSandboxResponse{Items: pods}, o.output)
+	}
+	return o.print(out, pods)
+}
+
+func (o *podsOptions) print(out io.Writer, pods []*runtimeapi.PodSandbox) error {
 	now := time.Now()
-	if quiet {
+	if o.quiet {
 		for _, p := range pods {
-			fmt.Fprintln(a.out, p.GetId())
+			fmt.Fprintln(out, p.GetId())
 		}
 		return nil
 	}
-	if verbose {
+	if o.verbose {
 		for _, p := range pods {
 			md := p.GetMetadata()
-			fmt.Fprintf(a.out, "ID: %s\n", p.GetId())
-			printIf(a, "Name", md.GetName())
-			printIf(a, "UID", md.GetUid())
-			printIf(a, "Namespace", md.GetNamespace())
+			fmt.Fprintf(out, "ID: %s\n", p.GetId())
+			printIf(out, "Name", md.GetName())
+			printIf(out, "UID", md.GetUid())
+			printIf(out, "Namespace", md.GetNamespace())
 			if md.GetAttempt() != 0 {
-				fmt.Fprintf(a.out, "Attempt: %d\n", md.GetAttempt())
+				fmt.Fprintf(out, "Attempt: %d\n", md.GetAttempt())
 			}
-			fmt.Fprintf(a.out, "Status: %s\n", podState(p.GetState()))
-			fmt.Fprintf(a.out, "Created: %v\n", time.Unix(0, p.GetCreatedAt()))
-			printMap(a, "Labels", p.GetLabels())
-			printMap(a, "Annotations", p.GetAnnotations())
-			fmt.Fprintf(a.out, "Runtime: %s\n\n", runtimeHandler(p.GetRuntimeHandler()))
+			fmt.Fprintf(out, "Status: %s\n", podState(p.GetState()))
+			fmt.Fprintf(out, "Created: %v\n", time.Unix(0, p.GetCreatedAt()))
+			printMap(out, "Labels", p.GetLabels())
+			printMap(out, "Annotations", p.GetAnnotations())
+			fmt.Fprintf(out, "Runtime: %s\n\n", runtimeHandler(p.GetRuntimeHandler()))
 		}
 		return nil
 	}
-	t := newTable(a.out)
+	t := newTable(out)
 	t.row(colPodID, colCreated, colState, colName, colNamespace, colAttempt, colRuntime)
 	for _, p := range pods {
 		id := p.GetId()
-		if !noTrunc {
+		if !o.noTrunc {
 			id = truncateID(id, "")
 		}
 		md := p.GetMetadata()
@@ -136,192 +141,216 @@ func (a *app) printPods(pods []*runtimeapi.PodSandbox, verbose, quiet, noTrunc b
 	return t.flush()
 }
 
-func printIf(a *app, key, val string) {
+// printIf prints "key: val" unless val is empty.
+func printIf(out io.Writer, key, val string) {
 	if val != "" {
-		fmt.Fprintf(a.out, "%s: %s\n", key, val)
+		fmt.Fprintf(out, "%s: %s\n", key, val)
 	}
 }
 
-func printMap(a *app, title string, m map[string]string) {
+// printMap prints a title line and one tab-indented "k -> v" line per entry, keys sorted; nothing for a
+// nil map.
+func printMap(out io.Writer, title string, m map[string]string) {
 	if m == nil {
 		return
 	}
-	fmt.Fprintf(a.out, "%s:\n", title)
+	fmt.Fprintf(out, "%s:\n", title)
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(a.out, "\t%s -> %s\n", k, m[k])
+		fmt.Fprintf(out, "\t%s -> %s\n", k, m[k])
 	}
+}
+
+// runpOptions are the options of runp.
+type runpOptions struct {
+	configPath, handler string
+	// timeout bounds the RunPodSandbox call.
+	timeout time.Duration
 }
 
 // runpCommand runs a pod sandbox from a PodSandboxConfig file and prints its ID.
 func (a *app) runpCommand() *cobra.Command {
-	var (
-		handler       string
-		cancelTimeout time.Duration
-	)
+	var o runpOptions
 	cmd := &cobra.Command{
 		Use:   "runp pod-config.[json|yaml]",
 		Short: "Run a new pod",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadPodSandboxConfig(args[0])
-			if err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
 			// A sandbox start sets up networking; give it twice the call timeout, as upstream's client does.
-			c, cancel := context.WithTimeout(ctx(cmd), cmp.Or(cancelTimeout, 2*a.cfg.Timeout))
-			defer cancel()
-			r, err := rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
-			if err != nil {
-				return fmt.Errorf("run pod sandbox: %w", err)
-			}
-			fmt.Fprintln(a.out, r.GetPodSandboxId())
-			return nil
-		},
+			o.configPath, o.timeout = args[0], cmp.Or(o.timeout, 2*a.cfg.Timeout)
+			return o.run(c, cl, a.out)
+		}),
 	}
-	cmd.Flags().StringVarP(&handler, "runtime", "r", "", "runtime handler to use (defined by the container runtime)")
-	cmd.Flags().DurationVarP(&cancelTimeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
+	cmd.Flags().StringVarP(&o.handler, "runtime", "r", "", "runtime handler to use (defined by the container runtime)")
+	cmd.Flags().DurationVarP(&o.timeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
 	return cmd
+}
+
+// run reads the pod config and runs the sandbox.
+func (o *runpOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	cfg, err := loadPodSandboxConfig(o.configPath)
+	if err != nil {
+		return err
+	}
+	c, cancel := context.WithTimeout(c, o.timeout)
+	defer cancel()
+	r, err := cl.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: o.handler})
+	if err != nil {
+		return fmt.Errorf("run pod sandbox: %w", err)
+	}
+	fmt.Fprintln(out, r.GetPodSandboxId())
+	return nil
+}
+
+// inspectpOptions are the options of inspectp: the pods by ID prefix, or else those the filters select.
+type inspectpOptions struct {
+	listFlags
+	statusFlags
+	prefixes []string
 }
 
 // inspectpCommand prints the PodSandboxStatus of pods named by ID prefix, or of those the filters select.
 func (a *app) inspectpCommand() *cobra.Command {
-	var (
-		f  listFlags
-		sf statusFlags
-	)
+	var o inspectpOptions
 	cmd := &cobra.Command{
 		Use:   "inspectp [POD-ID...]",
 		Short: "Display the status of one or more pods",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(sf.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			ids, err := idsOrFilter(c, rt, args, resolvePodIDs, "pod", "pod sandboxes",
-				func() ([]*runtimeapi.PodSandbox, error) { return listPods(c, rt, &f) })
-			if err != nil {
-				return err
-			}
-			var docs []statusDoc
-			for _, id := range ids {
-				r, err := rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: !sf.quiet})
-				if err != nil {
-					return fmt.Errorf("get pod sandbox status of %s: %w", id, err)
-				}
-				if sf.output == formatTable {
-					a.printPodStatus(r, !sf.quiet)
-					continue
-				}
-				docs = append(docs, statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
-					times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}})
-			}
-			return printStatus(a.out, docs, sf.output, sf.template)
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes = args
+			return o.run(c, cl, a.out)
+		}),
 	}
-	f.add(cmd, "pod")
-	sf.add(cmd, formatJSON, "json|yaml|go-template|table")
+	o.listFlags.add(cmd, "pod")
+	o.statusFlags.add(cmd, formatJSON, "json|yaml|go-template|table")
 	return cmd
 }
 
-func (a *app) printPodStatus(r *runtimeapi.PodSandboxStatusResponse, verbose bool) {
-	s := r.GetStatus()
-	fmt.Fprintf(a.out, "ID: %s\n", s.GetId())
-	if md := s.GetMetadata(); md != nil {
-		printIf(a, "Name", md.GetName())
-		printIf(a, "UID", md.GetUid())
-		printIf(a, "Namespace", md.GetNamespace())
-		fmt.Fprintf(a.out, "Attempt: %d\n", md.GetAttempt())
+// run prints the status of each selected pod.
+func (o *inspectpOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
+		return err
 	}
-	fmt.Fprintf(a.out, "Status: %s\n", s.GetState())
-	fmt.Fprintf(a.out, "Created: %s\n", ago(s.GetCreatedAt(), time.Now()))
+	ids, err := idsOrFilter(c, cl.rt, o.prefixes, resolvePodIDs, "pod", "pod sandboxes",
+		func() ([]*runtimeapi.PodSandbox, error) { return listPods(c, cl.rt, &o.listFlags) })
+	if err != nil {
+		return err
+	}
+	return printInspected(out, &o.statusFlags, ids, func(id string) (inspected, error) {
+		r, err := cl.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: !o.quiet})
+		if err != nil {
+			return inspected{}, fmt.Errorf("get pod sandbox status of %s: %w", id, err)
+		}
+		return inspected{
+			table: func(out io.Writer) { printPodStatus(out, r, !o.quiet) },
+			doc: statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
+				times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}},
+		}, nil
+	})
+}
+
+func printPodStatus(out io.Writer, r *runtimeapi.PodSandboxStatusResponse, verbose bool) {
+	s := r.GetStatus()
+	fmt.Fprintf(out, "ID: %s\n", s.GetId())
+	if md := s.GetMetadata(); md != nil {
+		printIf(out, "Name", md.GetName())
+		printIf(out, "UID", md.GetUid())
+		printIf(out, "Namespace", md.GetNamespace())
+		fmt.Fprintf(out, "Attempt: %d\n", md.GetAttempt())
+	}
+	fmt.Fprintf(out, "Status: %s\n", s.GetState())
+	fmt.Fprintf(out, "Created: %s\n", ago(s.GetCreatedAt(), time.Now()))
 	if n := s.GetNetwork(); n != nil {
-		fmt.Fprintf(a.out, "IP Addresses: %s\n", n.GetIp())
+		fmt.Fprintf(out, "IP Addresses: %s\n", n.GetIp())
 		for _, ip := range n.GetAdditionalIps() {
-			fmt.Fprintf(a.out, "Additional IP: %s\n", ip.GetIp())
+			fmt.Fprintf(out, "Additional IP: %s\n", ip.GetIp())
 		}
 	}
-	printMap(a, "Labels", s.GetLabels())
-	printMap(a, "Annotations", s.GetAnnotations())
+	printMap(out, "Labels", s.GetLabels())
+	printMap(out, "Annotations", s.GetAnnotations())
 	if verbose {
-		fmt.Fprintf(a.out, "Info: %v\n", r.GetInfo())
+		fmt.Fprintf(out, "Info: %v\n", r.GetInfo())
 	}
 }
 
 // stoppCommand stops pod sandboxes named by ID prefix.
 func (a *app) stoppCommand() *cobra.Command {
-	return a.idsCommand("stopp", "POD-ID", "Stop one or more running pods", resolvePodIDs, a.stopPod)
+	return a.idsCommand("stopp", "POD-ID", "Stop one or more running pods", func(c context.Context, cl criClient, args []string) error {
+		return forEachID(c, cl.rt, resolvePodIDs, args, func(id string) error { return stopPod(c, cl, id, a.out) })
+	})
 }
 
-func (a *app) stopPod(c context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
-	if _, err := rt.StopPodSandbox(c, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+// stopPod stops one sandbox and prints "Stopped sandbox ID".
+func stopPod(c context.Context, cl criClient, id string, out io.Writer) error {
+	if _, err := cl.rt.StopPodSandbox(c, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
 		return fmt.Errorf("stopping the pod sandbox %q: %w", id, err)
 	}
-	fmt.Fprintf(a.out, "Stopped sandbox %s\n", id)
+	fmt.Fprintf(out, "Stopped sandbox %s\n", id)
 	return nil
+}
+
+// rmpOptions are the options of rmp: the pods by ID prefix, or all of them.
+type rmpOptions struct {
+	prefixes   []string
+	force, all bool
 }
 
 // rmpCommand removes pod sandboxes (-a: all of them); a ready sandbox needs -f, which stops it first.
 func (a *app) rmpCommand() *cobra.Command {
-	var force, all bool
+	var o rmpOptions
 	cmd := &cobra.Command{
 		Use:   "rmp POD-ID [POD-ID...]",
 		Short: "Remove one or more pods",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !all {
-				return errors.New("rmp: give POD-IDs or --all")
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c := ctx(cmd)
-			var ids []string
-			if all {
-				pods, err := listPods(c, rt, &listFlags{})
-				if err != nil {
-					return err
-				}
-				ids = idsOf(pods)
-			} else if ids, err = resolvePodIDs(c, rt, args); err != nil {
-				return err
-			}
-			return a.removeEach(ids, "No pods to remove", func(id string) error { return a.removePod(c, rt, id, force) })
-		},
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes = args
+			return o.run(c, cl, a.streams)
+		}),
 	}
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "force removal of the pod sandbox, disregarding if running")
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "remove all pods")
+	cmd.Flags().BoolVarP(&o.force, "force", "f", false, "force removal of the pod sandbox, disregarding if running")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "remove all pods")
 	return cmd
 }
 
-func (a *app) removePod(c context.Context, rt runtimeapi.RuntimeServiceClient, id string, force bool) error {
-	st, err := rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+// run removes every selected pod, reporting all failures together.
+func (o *rmpOptions) run(c context.Context, cl criClient, s streams) error {
+	if len(o.prefixes) == 0 && !o.all {
+		return errors.New("rmp: give POD-IDs or --all")
+	}
+	var ids []string
+	if o.all {
+		pods, err := listPods(c, cl.rt, &listFlags{})
+		if err != nil {
+			return err
+		}
+		ids = idsOf(pods)
+	} else {
+		var err error
+		if ids, err = resolvePodIDs(c, cl.rt, o.prefixes); err != nil {
+			return err
+		}
+	}
+	return removeEach(s.errOut, ids, "No pods to remove", func(id string) error { return o.remove(c, cl, id, s.out) })
+}
+
+func (o *rmpOptions) remove(c context.Context, cl criClient, id string, out io.Writer) error {
+	st, err := cl.rt.PodSandboxStatus(c, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	if err != nil {
 		return fmt.Errorf("getting sandbox status of pod %q: %w", id, err)
 	}
 	if st.GetStatus().GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-		if !force {
+		if !o.force {
 			return fmt.Errorf("pod sandbox %q is running, please stop it first (or use --force)", id)
 		}
-		if err := a.stopPod(c, rt, id); err != nil {
+		if err := stopPod(c, cl, id, out); err != nil {
 			return err
 		}
 	}
-	if _, err := rt.RemovePodSandbox(c, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+	if _, err := cl.rt.RemovePodSandbox(c, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
 		return fmt.Errorf("removing the pod sandbox %q: %w", id, err)
 	}
-	fmt.Fprintf(a.out, "Removed sandbox %s\n", id)
+	fmt.Fprintf(out, "Removed sandbox %s\n", id)
 	return nil
 }

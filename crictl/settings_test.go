@@ -37,7 +37,7 @@ func TestReadSettings(t *testing.T) {
 // resolveArgs parses global flags like a crictl invocation and resolves the configuration.
 func resolveArgs(t *testing.T, args ...string) (*app, error) {
 	t.Helper()
-	a := &app{errOut: os.Stderr}
+	a := &app{streams: streams{errOut: os.Stderr}}
 	fs := a.tree().Flags()
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)

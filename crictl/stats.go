@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -12,12 +13,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// statsFlags are the flags of stats and statsp.
+// statsFlags are the options of stats and statsp: the ID prefix argument and the flags.
 type statsFlags struct {
-	id, pod, output string
-	labels          []string
-	seconds         int
-	watch, all      bool
+	prefix, id, pod, output string
+	labels                  []string
+	seconds                 int
+	watch, all              bool
 }
 
 func (f *statsFlags) add(cmd *cobra.Command) {
@@ -46,28 +47,65 @@ func watchLoop(c context.Context, watch bool, show func() error) error {
 	}
 }
 
-// samples lists stats: once for -o json|yaml, printed as asProto(sample) (then cur is nil); else twice,
-// --seconds apart, returning the second sample and the first indexed by id.
-func samples[S any](a *app, f *statsFlags, what string, list func() ([]S, error), id func(S) string, asProto func([]S) proto.Message) (prev map[string]S, cur []S, err error) {
+// statsView is what differs between stats and statsp: the stats message S, how to list and identify
+// it, the list response it is printed as with -o json|yaml, and the table.
+type statsView[S any] struct {
+	what    string
+	list    func() ([]S, error)
+	id      func(S) string
+	asProto func([]S) proto.Message
+	header  []string
+	// row renders cur given the sample taken --seconds before (ok false when there is none); nil cells
+	// leave cur out.
+	row func(prev S, ok bool, cur S) (cells []string, err error)
+}
+
+// show prints the stats once, or with --watch repeatedly until c ends: the first sample as a list
+// response for -o json|yaml; else a table of a second sample taken --seconds later, CPU % being the use
+// between the two.
+func (v statsView[S]) show(c context.Context, f *statsFlags, out io.Writer) error {
 	if f.seconds < 1 {
-		return nil, nil, fmt.Errorf("--seconds %d: the CPU sample needs at least 1 second", f.seconds)
+		return fmt.Errorf("--seconds %d: the CPU sample needs at least 1 second", f.seconds)
 	}
-	first, err := list()
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing %s: %w", what, err)
+	return watchLoop(c, f.watch, func() error {
+		first, err := v.list()
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", v.what, err)
+		}
+		if f.output != formatTable {
+			return printProto(out, v.asProto(first), f.output)
+		}
+		time.Sleep(time.Duration(f.seconds) * time.Second)
+		second, err := v.list()
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", v.what, err)
+		}
+		prev := make(map[string]S, len(first))
+		for _, s := range first {
+			prev[v.id(s)] = s
+		}
+		t := newTable(out)
+		t.row(v.header...)
+		for _, s := range second {
+			old, ok := prev[v.id(s)]
+			cells, err := v.row(old, ok, s)
+			if err != nil {
+				return err
+			}
+			if cells != nil {
+				t.row(cells...)
+			}
+		}
+		return t.flush()
+	})
+}
+
+// selector validates -o and returns the --label selector.
+func (f *statsFlags) selector() (map[string]string, error) {
+	if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
+		return nil, err
 	}
-	if f.output != formatTable {
-		return nil, nil, printProto(a.out, asProto(first), f.output)
-	}
-	time.Sleep(time.Duration(f.seconds) * time.Second)
-	if cur, err = list(); err != nil {
-		return nil, nil, fmt.Errorf("listing %s: %w", what, err)
-	}
-	prev = make(map[string]S, len(first))
-	for _, s := range first {
-		prev[id(s)] = s
-	}
-	return prev, cur, nil
+	return (&listFlags{labels: f.labels}).labelSelector()
 }
 
 // cpuPercent is the CPU use between two cumulative usage samples, in percent of one core.
@@ -85,139 +123,123 @@ func cpuPercent(prev, cur *runtimeapi.CpuUsage) (float64, error) {
 // statsCommand shows container resource usage: CONTAINER, NAME, CPU %, MEM, DISK, INODES, SWAP, with
 // CPU % measured over --seconds between two ListContainerStats samples.
 func (a *app) statsCommand() *cobra.Command {
-	var f statsFlags
+	var o statsFlags
 	cmd := &cobra.Command{
 		Use:   "stats [CONTAINER-ID]",
 		Short: "List container(s) resource usage statistics",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			labels, err := (&listFlags{labels: f.labels}).labelSelector()
-			if err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c, cancel := signalContext(cmd)
-			defer cancel()
-			filter := &runtimeapi.ContainerStatsFilter{Id: f.id, LabelSelector: labels}
-			if len(args) == 1 && f.id == "" {
-				if filter.Id, err = resolveContainerID(c, rt, args[0]); err != nil {
-					return err
-				}
-			}
-			if f.pod != "" {
-				if filter.PodSandboxId, err = resolvePodID(c, rt, f.pod); err != nil {
-					return err
-				}
-			}
-			list := func() ([]*runtimeapi.ContainerStats, error) {
-				r, err := rt.ListContainerStats(c, &runtimeapi.ListContainerStatsRequest{Filter: filter})
-				return r.GetStats(), err
-			}
-			return watchLoop(c, f.watch, func() error {
-				prev, second, err := samples(a, &f, "container stats", list,
-					func(s *runtimeapi.ContainerStats) string { return s.GetAttributes().GetId() },
-					func(ss []*runtimeapi.ContainerStats) proto.Message {
-						return &runtimeapi.ListContainerStatsResponse{Stats: ss}
-					})
-				if err != nil || f.output != formatTable {
-					return err
-				}
-				t := newTable(a.out)
-				t.row(colContainer, colName, colCPU, colMem, colDisk, colInodes, colSwap)
-				for _, s := range second {
-					mem := s.GetMemory().GetWorkingSetBytes().GetValue()
-					if !f.all && s.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
-						continue
-					}
-					var pct float64
-					if old, ok := prev[s.GetAttributes().GetId()]; ok {
-						if pct, err = cpuPercent(old.GetCpu(), s.GetCpu()); err != nil {
-							return err
-						}
-					}
-					t.row(truncateID(s.GetAttributes().GetId(), ""), s.GetAttributes().GetMetadata().GetName(),
-						fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4),
-						humanSize(float64(s.GetWritableLayer().GetUsedBytes().GetValue()), 4),
-						strconv.FormatUint(s.GetWritableLayer().GetInodesUsed().GetValue(), 10),
-						humanSize(float64(s.GetSwap().GetSwapUsageBytes().GetValue()), 4))
-				}
-				return t.flush()
-			})
-		},
+		RunE: a.runE(untilSignal(func(c context.Context, cl criClient, args []string) error {
+			o.prefix = optionalArg(args)
+			return containerStats(c, cl, &o, a.out)
+		})),
 	}
-	f.add(cmd)
-	cmd.Flags().StringVarP(&f.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
-	cmd.Flags().BoolVarP(&f.all, "all", "a", false, "show all containers (default shows just running)")
+	o.add(cmd)
+	cmd.Flags().StringVarP(&o.pod, "pod", "p", "", "filter by pod ID (a prefix is enough)")
+	cmd.Flags().BoolVarP(&o.all, "all", "a", false, "show all containers (default shows just running)")
 	return cmd
+}
+
+// containerStats prints the selected containers' usage, once or with --watch until c ends.
+func containerStats(c context.Context, cl criClient, o *statsFlags, out io.Writer) error {
+	labels, err := o.selector()
+	if err != nil {
+		return err
+	}
+	filter := &runtimeapi.ContainerStatsFilter{Id: o.id, LabelSelector: labels}
+	if o.prefix != "" && o.id == "" {
+		if filter.Id, err = resolveContainerID(c, cl.rt, o.prefix); err != nil {
+			return err
+		}
+	}
+	if o.pod != "" {
+		if filter.PodSandboxId, err = resolvePodID(c, cl.rt, o.pod); err != nil {
+			return err
+		}
+	}
+	return statsView[*runtimeapi.ContainerStats]{
+		what: "container stats",
+		list: func() ([]*runtimeapi.ContainerStats, error) {
+			r, err := cl.rt.ListContainerStats(c, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+			return r.GetStats(), err
+		},
+		id: func(s *runtimeapi.ContainerStats) string { return s.GetAttributes().GetId() },
+		asProto: func(ss []*runtimeapi.ContainerStats) proto.Message {
+			return &runtimeapi.ListContainerStatsResponse{Stats: ss}
+		},
+		header: []string{colContainer, colName, colCPU, colMem, colDisk, colInodes, colSwap},
+		row: func(prev *runtimeapi.ContainerStats, ok bool, s *runtimeapi.ContainerStats) ([]string, error) {
+			mem := s.GetMemory().GetWorkingSetBytes().GetValue()
+			if !o.all && s.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
+				return nil, nil
+			}
+			var pct float64
+			if ok {
+				if pct, err = cpuPercent(prev.GetCpu(), s.GetCpu()); err != nil {
+					return nil, err
+				}
+			}
+			return []string{truncateID(s.GetAttributes().GetId(), ""), s.GetAttributes().GetMetadata().GetName(),
+				fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4),
+				humanSize(float64(s.GetWritableLayer().GetUsedBytes().GetValue()), 4),
+				strconv.FormatUint(s.GetWritableLayer().GetInodesUsed().GetValue(), 10),
+				humanSize(float64(s.GetSwap().GetSwapUsageBytes().GetValue()), 4)}, nil
+		},
+	}.show(c, o, out)
 }
 
 // statspCommand shows pod sandbox resource usage: POD, POD ID, CPU %, MEM.
 func (a *app) statspCommand() *cobra.Command {
-	var f statsFlags
+	var o statsFlags
 	cmd := &cobra.Command{
 		Use:   "statsp [POD-ID]",
 		Args:  cobra.MaximumNArgs(1),
 		Short: "List pod statistics. Stats represent a structured API that will fulfill the Kubelet's /stats/summary endpoint.",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			labels, err := (&listFlags{labels: f.labels}).labelSelector()
-			if err != nil {
-				return err
-			}
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c, cancel := signalContext(cmd)
-			defer cancel()
-			filter := &runtimeapi.PodSandboxStatsFilter{Id: f.id, LabelSelector: labels}
-			if len(args) == 1 && f.id == "" {
-				if filter.Id, err = resolvePodID(c, rt, args[0]); err != nil {
-					return err
-				}
-			}
-			list := func() ([]*runtimeapi.PodSandboxStats, error) {
-				r, err := rt.ListPodSandboxStats(c, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
-				return r.GetStats(), err
-			}
-			return watchLoop(c, f.watch, func() error {
-				prev, second, err := samples(a, &f, "pod sandbox stats", list,
-					func(s *runtimeapi.PodSandboxStats) string { return s.GetAttributes().GetId() },
-					func(ss []*runtimeapi.PodSandboxStats) proto.Message {
-						return &runtimeapi.ListPodSandboxStatsResponse{Stats: ss}
-					})
-				if err != nil || f.output != formatTable {
-					return err
-				}
-				t := newTable(a.out)
-				t.row(colPod, colPodID, colCPU, colMem)
-				for _, s := range second {
-					l := s.GetLinux()
-					mem := l.GetMemory().GetWorkingSetBytes().GetValue()
-					if l.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
-						continue
-					}
-					var pct float64
-					if old, ok := prev[s.GetAttributes().GetId()]; ok {
-						if pct, err = cpuPercent(old.GetLinux().GetCpu(), l.GetCpu()); err != nil {
-							return err
-						}
-					}
-					t.row(s.GetAttributes().GetMetadata().GetName(), truncateID(s.GetAttributes().GetId(), ""),
-						fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4))
-				}
-				return t.flush()
-			})
-		},
+		RunE: a.runE(untilSignal(func(c context.Context, cl criClient, args []string) error {
+			o.prefix = optionalArg(args)
+			return podStats(c, cl, &o, a.out)
+		})),
 	}
-	f.add(cmd)
+	o.add(cmd)
 	return cmd
+}
+
+// podStats prints the selected pods' usage, once or with --watch until c ends.
+func podStats(c context.Context, cl criClient, o *statsFlags, out io.Writer) error {
+	labels, err := o.selector()
+	if err != nil {
+		return err
+	}
+	filter := &runtimeapi.PodSandboxStatsFilter{Id: o.id, LabelSelector: labels}
+	if o.prefix != "" && o.id == "" {
+		if filter.Id, err = resolvePodID(c, cl.rt, o.prefix); err != nil {
+			return err
+		}
+	}
+	return statsView[*runtimeapi.PodSandboxStats]{
+		what: "pod sandbox stats",
+		list: func() ([]*runtimeapi.PodSandboxStats, error) {
+			r, err := cl.rt.ListPodSandboxStats(c, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
+			return r.GetStats(), err
+		},
+		id: func(s *runtimeapi.PodSandboxStats) string { return s.GetAttributes().GetId() },
+		asProto: func(ss []*runtimeapi.PodSandboxStats) proto.Message {
+			return &runtimeapi.ListPodSandboxStatsResponse{Stats: ss}
+		},
+		header: []string{colPod, colPodID, colCPU, colMem},
+		row: func(prev *runtimeapi.PodSandboxStats, ok bool, s *runtimeapi.PodSandboxStats) ([]string, error) {
+			l := s.GetLinux()
+			mem := l.GetMemory().GetWorkingSetBytes().GetValue()
+			if l.GetCpu().GetUsageCoreNanoSeconds().GetValue() == 0 && mem == 0 {
+				return nil, nil
+			}
+			var pct float64
+			if ok {
+				if pct, err = cpuPercent(prev.GetLinux().GetCpu(), l.GetCpu()); err != nil {
+					return nil, err
+				}
+			}
+			return []string{s.GetAttributes().GetMetadata().GetName(), truncateID(s.GetAttributes().GetId(), ""),
+				fmt.Sprintf("%.2f", pct), humanSize(float64(mem), 4)}, nil
+		},
+	}.show(c, o, out)
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -86,19 +87,19 @@ func (f *streamFlags) executor(u *url.URL) (remotecommand.Executor, error) {
 	return nil, fmt.Errorf("--transport %q: want spdy or websocket", f.transport)
 }
 
-// stream runs a remotecommand session on u with the app's streams. With tty, stdin must be a terminal;
-// it is put in raw mode for the session and its size follows SIGWINCH.
-func (a *app) stream(c context.Context, f *streamFlags, u *url.URL, stdin, tty bool) error {
+// stream runs a remotecommand session on u with the streams s (stdin only with stdin). With tty, s.in
+// must be a terminal; it is put in raw mode for the session and its size follows SIGWINCH.
+func (f *streamFlags) stream(c context.Context, s streams, u *url.URL, stdin, tty bool) error {
 	exe, err := f.executor(u)
 	if err != nil {
 		return err
 	}
-	opts := remotecommand.StreamOptions{Stdout: a.out, Tty: tty}
+	opts := remotecommand.StreamOptions{Stdout: s.out, Tty: tty}
 	if !tty {
-		opts.Stderr = a.errOut
+		opts.Stderr = s.errOut
 	}
 	if stdin {
-		opts.Stdin = a.in
+		opts.Stdin = s.in
 	}
 	if !tty {
 		return exe.StreamWithContext(c, opts)
@@ -106,7 +107,7 @@ func (a *app) stream(c context.Context, f *streamFlags, u *url.URL, stdin, tty b
 	if !stdin {
 		return errors.New("-t/--tty needs -i/--interactive")
 	}
-	in, ok := a.in.(*os.File)
+	in, ok := s.in.(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
 		return errors.New("-t/--tty: input is not a terminal")
 	}
@@ -176,6 +177,23 @@ func exitCode(err error) (int, bool) {
 	return 0, false
 }
 
+// execOptions are the options of exec.
+type execOptions struct {
+	// filter selects the containers when filtered; else the first argument is a CONTAINER-ID prefix.
+	filter   psFilter
+	filtered bool
+	args     []string
+
+	sync, tty, interactive        bool
+	quiet, ignoreErrors, parallel bool
+	// timeout is in seconds; 0 for none.
+	timeout int64
+	stream  streamFlags
+}
+
+// execFilterFlags are the exec flags that select containers by filter instead of by ID.
+var execFilterFlags = []string{"name", "pod", "image", "state", "label", "latest", "last"}
+
 // execCommand runs a command in containers: synchronously with -s (ExecSync; the command's stdout and
 // stderr are printed when it ends), else streamed through the runtime's streaming server (Exec), with
 // -i for stdin and -t for a terminal. The first argument is a CONTAINER-ID prefix, unless a filter flag
@@ -183,231 +201,240 @@ func exitCode(err error) (int, bool) {
 // does; then each selected container runs the command, one after the other (or all at once with -x).
 // A non-zero exit status of the command becomes crictl's exit status (*ExitError).
 func (a *app) execCommand() *cobra.Command {
-	var (
-		syncExec, tty, interactive    bool
-		quiet, ignoreErrors, parallel bool
-		timeout                       int64
-		sf                            streamFlags
-		f                             psFilter
-	)
+	var o execOptions
 	cmd := &cobra.Command{
 		Use:   "exec [flags] [CONTAINER-ID] COMMAND [ARG...]",
 		Short: "Run a command in a running container",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if timeout < 0 {
-				return fmt.Errorf("--timeout %d: must be 0 (none) or more seconds", timeout)
-			}
-			c, cancel := signalContext(cmd)
-			defer cancel()
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			var ids []string
-			argv := args
-			filtered := false
-			for _, name := range []string{"name", "pod", "image", "state", "label", "latest", "last"} {
-				filtered = filtered || cmd.Flags().Changed(name)
-			}
-			if filtered {
-				img, err := a.img()
-				if err != nil {
-					return err
-				}
-				ctrs, err := listContainers(c, rt, img, &f)
-				if err != nil {
-					return fmt.Errorf("listing containers: %w", err)
-				}
-				for _, ctr := range ctrs {
-					ids = append(ids, ctr.GetId())
-				}
-				if len(ids) == 0 {
-					return errors.New("exec: no container matches the filter flags")
-				}
-			} else {
-				if len(args) < 2 {
-					return errors.New("exec: give CONTAINER-ID COMMAND [ARG...], or filter flags and COMMAND")
-				}
-				id, err := resolveContainerID(c, rt, args[0])
-				if err != nil {
-					return err
-				}
-				ids, argv = []string{id}, args[1:]
-			}
-			one := func(id string) error {
-				if syncExec {
-					r, err := rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: argv, Timeout: timeout})
-					if err != nil {
-						return fmt.Errorf("execing command in container %s synchronously: %w", id, err)
-					}
-					a.out.Write(r.GetStdout())
-					a.errOut.Write(r.GetStderr())
-					if r.GetExitCode() != 0 {
-						return &ExitError{Code: int(r.GetExitCode())}
-					}
-					return nil
-				}
-				r, err := rt.Exec(c, &runtimeapi.ExecRequest{ContainerId: id, Cmd: argv, Tty: tty, Stdin: interactive, Stdout: true, Stderr: !tty})
-				if err != nil {
-					return fmt.Errorf("execing command in container %s: %w", id, err)
-				}
-				u, err := streamURL(r.GetUrl())
-				if err != nil {
-					return err
-				}
-				sc := c
-				if timeout > 0 {
-					var cancelT context.CancelFunc
-					sc, cancelT = context.WithTimeout(c, time.Duration(timeout)*time.Second)
-					defer cancelT()
-				}
-				err = a.stream(sc, &sf, u, interactive, tty)
-				if code, ok := exitCode(err); ok {
-					return &ExitError{Code: code}
-				}
-				if err != nil {
-					return fmt.Errorf("execing command in container %s: %w", id, err)
-				}
-				return nil
-			}
-			errs := make([]error, len(ids))
-			if parallel {
-				var wg sync.WaitGroup
-				for i, id := range ids {
-					wg.Go(func() { errs[i] = one(id) })
-				}
-				wg.Wait()
-			} else {
-				for i, id := range ids {
-					if filtered && !quiet {
-						fmt.Fprintln(a.out, id+":")
-					}
-					errs[i] = one(id)
-				}
-			}
-			if ignoreErrors {
-				return nil
-			}
-			return errors.Join(errs...)
-		},
 	}
+	cmd.RunE = a.runE(untilSignal(func(c context.Context, cl criClient, args []string) error {
+		o.args = args
+		o.filtered = slices.ContainsFunc(execFilterFlags, cmd.Flags().Changed)
+		return o.run(c, cl, a.streams)
+	}))
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CONTAINER-ID belong to COMMAND
-	fl.BoolVarP(&syncExec, "sync", "s", false, "run the command synchronously (ExecSync)")
-	fl.Int64Var(&timeout, "timeout", 0, "timeout in seconds; 0 for none")
-	fl.BoolVarP(&tty, "tty", "t", false, "allocate a pseudo-TTY")
-	fl.BoolVarP(&interactive, "interactive", "i", false, "keep STDIN open")
-	fl.StringVar(&f.name, "name", "", "exec in all containers whose name matches this regular expression")
-	fl.StringVarP(&f.pod, "pod", "p", "", "exec in all containers of this pod (ID prefix)")
-	fl.StringVar(&f.image, "image", "", "exec in all containers of this image")
-	fl.StringVar(&f.state, "state", "", "exec in all containers in this state")
-	fl.StringArrayVar(&f.labels, "label", nil, "exec in all containers with this key=value label")
-	fl.BoolVarP(&f.latest, "latest", "l", false, "exec in the most recently created container")
-	fl.IntVarP(&f.last, "last", "n", 0, "exec in the last n containers; 0 for unlimited")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "do not print the container ID when several containers are selected")
-	fl.BoolVarP(&ignoreErrors, "ignore-errors", "e", false, "ignore errors of the command")
-	fl.BoolVarP(&parallel, "parallel", "x", false, "run the command in the selected containers in parallel")
-	sf.add(cmd)
+	fl.BoolVarP(&o.sync, "sync", "s", false, "run the command synchronously (ExecSync)")
+	fl.Int64Var(&o.timeout, "timeout", 0, "timeout in seconds; 0 for none")
+	fl.BoolVarP(&o.tty, "tty", "t", false, "allocate a pseudo-TTY")
+	fl.BoolVarP(&o.interactive, "interactive", "i", false, "keep STDIN open")
+	fl.StringVar(&o.filter.name, "name", "", "exec in all containers whose name matches this regular expression")
+	fl.StringVarP(&o.filter.pod, "pod", "p", "", "exec in all containers of this pod (ID prefix)")
+	fl.StringVar(&o.filter.image, "image", "", "exec in all containers of this image")
+	fl.StringVar(&o.filter.state, "state", "", "exec in all containers in this state")
+	fl.StringArrayVar(&o.filter.labels, "label", nil, "exec in all containers with this key=value label")
+	fl.BoolVarP(&o.filter.latest, "latest", "l", false, "exec in the most recently created container")
+	fl.IntVarP(&o.filter.last, "last", "n", 0, "exec in the last n containers; 0 for unlimited")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the container ID when several containers are selected")
+	fl.BoolVarP(&o.ignoreErrors, "ignore-errors", "e", false, "ignore errors of the command")
+	fl.BoolVarP(&o.parallel, "parallel", "x", false, "run the command in the selected containers in parallel")
+	o.stream.add(cmd)
 	return cmd
+}
+
+// run execs the command in every target container and joins the failures (none with -e).
+func (o *execOptions) run(c context.Context, cl criClient, s streams) error {
+	if o.timeout < 0 {
+		return fmt.Errorf("--timeout %d: must be 0 (none) or more seconds", o.timeout)
+	}
+	ids, argv, err := o.targets(c, cl)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(ids))
+	if o.parallel {
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Go(func() { errs[i] = o.execIn(c, cl.rt, s, id, argv) })
+		}
+		wg.Wait()
+	} else {
+		for i, id := range ids {
+			if o.filtered && !o.quiet {
+				fmt.Fprintln(s.out, id+":")
+			}
+			errs[i] = o.execIn(c, cl.rt, s, id, argv)
+		}
+	}
+	if o.ignoreErrors {
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// targets returns the containers to exec in and the command: those the filters select and all the
+// arguments, or the container the first argument names and the rest.
+func (o *execOptions) targets(c context.Context, cl criClient) (ids, argv []string, err error) {
+	if !o.filtered {
+		if len(o.args) < 2 {
+			return nil, nil, errors.New("exec: give CONTAINER-ID COMMAND [ARG...], or filter flags and COMMAND")
+		}
+		id, err := resolveContainerID(c, cl.rt, o.args[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		return []string{id}, o.args[1:], nil
+	}
+	ctrs, err := listContainers(c, cl.rt, cl.img, &o.filter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing containers: %w", err)
+	}
+	if len(ctrs) == 0 {
+		return nil, nil, errors.New("exec: no container matches the filter flags")
+	}
+	return idsOf(ctrs), o.args, nil
+}
+
+// execIn runs argv in one container: with ExecSync (-s), or streamed. A non-zero exit status comes back
+// as *ExitError.
+func (o *execOptions) execIn(c context.Context, rt runtimeapi.RuntimeServiceClient, s streams, id string, argv []string) error {
+	if o.sync {
+		r, err := rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: argv, Timeout: o.timeout})
+		if err != nil {
+			return fmt.Errorf("execing command in container %s synchronously: %w", id, err)
+		}
+		s.out.Write(r.GetStdout())
+		s.errOut.Write(r.GetStderr())
+		if r.GetExitCode() != 0 {
+			return &ExitError{Code: int(r.GetExitCode())}
+		}
+		return nil
+	}
+	r, err := rt.Exec(c, &runtimeapi.ExecRequest{ContainerId: id, Cmd: argv, Tty: o.tty, Stdin: o.interactive, Stdout: true, Stderr: !o.tty})
+	if err != nil {
+		return fmt.Errorf("execing command in container %s: %w", id, err)
+	}
+	u, err := streamURL(r.GetUrl())
+	if err != nil {
+		return err
+	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		c, cancel = context.WithTimeout(c, time.Duration(o.timeout)*time.Second)
+		defer cancel()
+	}
+	err = o.stream.stream(c, s, u, o.interactive, o.tty)
+	if code, ok := exitCode(err); ok {
+		return &ExitError{Code: code}
+	}
+	if err != nil {
+		return fmt.Errorf("execing command in container %s: %w", id, err)
+	}
+	return nil
+}
+
+// attachOptions are the options of attach.
+type attachOptions struct {
+	prefix           string
+	tty, interactive bool
+	stream           streamFlags
 }
 
 // attachCommand attaches to a running container's streams (Attach).
 func (a *app) attachCommand() *cobra.Command {
-	var (
-		tty, interactive bool
-		sf               streamFlags
-	)
+	var o attachOptions
 	cmd := &cobra.Command{
 		Use:   "attach CONTAINER-ID",
 		Short: "Attach to a running container",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, cancel := signalContext(cmd)
-			defer cancel()
-			rt, id, err := a.container(c, args[0])
-			if err != nil {
-				return err
-			}
-			r, err := rt.Attach(c, &runtimeapi.AttachRequest{ContainerId: id, Tty: tty, Stdin: interactive, Stdout: true, Stderr: !tty})
-			if err != nil {
-				return fmt.Errorf("attaching to container %s: %w", id, err)
-			}
-			u, err := streamURL(r.GetUrl())
-			if err != nil {
-				return err
-			}
-			if err := a.stream(c, &sf, u, interactive, tty); err != nil && c.Err() == nil {
-				return fmt.Errorf("attaching to container %s: %w", id, err)
-			}
-			return nil
-		},
+		RunE: a.runE(untilSignal(func(c context.Context, cl criClient, args []string) error {
+			o.prefix = args[0]
+			return o.run(c, cl, a.streams)
+		})),
 	}
-	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "stdin is a TTY")
-	cmd.Flags().BoolVarP(&interactive, "stdin", "i", false, "pass stdin to the container")
-	sf.add(cmd)
+	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "stdin is a TTY")
+	cmd.Flags().BoolVarP(&o.interactive, "stdin", "i", false, "pass stdin to the container")
+	o.stream.add(cmd)
 	return cmd
+}
+
+// run streams the container's output (and with -i, s.in to it) until it ends or c is cancelled.
+func (o *attachOptions) run(c context.Context, cl criClient, s streams) error {
+	id, err := resolveContainerID(c, cl.rt, o.prefix)
+	if err != nil {
+		return err
+	}
+	r, err := cl.rt.Attach(c, &runtimeapi.AttachRequest{ContainerId: id, Tty: o.tty, Stdin: o.interactive, Stdout: true, Stderr: !o.tty})
+	if err != nil {
+		return fmt.Errorf("attaching to container %s: %w", id, err)
+	}
+	u, err := streamURL(r.GetUrl())
+	if err != nil {
+		return err
+	}
+	if err := o.stream.stream(c, s, u, o.interactive, o.tty); err != nil && c.Err() == nil {
+		return fmt.Errorf("attaching to container %s: %w", id, err)
+	}
+	return nil
+}
+
+// portForwardOptions are the options of port-forward.
+type portForwardOptions struct {
+	prefix           string
+	ports, addresses []string
+	stream           streamFlags
 }
 
 // portForwardCommand forwards local ports to a pod sandbox's ports (PortForward) until interrupted.
 func (a *app) portForwardCommand() *cobra.Command {
-	var (
-		sf        streamFlags
-		addresses []string
-	)
+	var o portForwardOptions
 	cmd := &cobra.Command{
 		Use:   "port-forward POD-ID [LOCAL_PORT:]REMOTE_PORT...",
 		Short: "Forward local port to a pod",
 		Args:  cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := a.rt()
-			if err != nil {
-				return err
-			}
-			c, cancel := signalContext(cmd)
-			defer cancel()
-			id, err := resolvePodID(c, rt, args[0])
-			if err != nil {
-				return err
-			}
-			r, err := rt.PortForward(c, &runtimeapi.PortForwardRequest{PodSandboxId: id})
-			if err != nil {
-				return fmt.Errorf("port forward to pod %s: %w", id, err)
-			}
-			u, err := streamURL(r.GetUrl())
-			if err != nil {
-				return err
-			}
-			cfg, err := sf.restConfig()
-			if err != nil {
-				return err
-			}
-			var d httpstream.Dialer
-			switch sf.transport {
-			case transportSPDY:
-				tr, upgrader, err := spdy.RoundTripperFor(cfg)
-				if err != nil {
-					return err
-				}
-				d = spdy.NewDialer(upgrader, &http.Client{Transport: tr}, http.MethodPost, u)
-			case transportWebsocket:
-				if d, err = portforward.NewSPDYOverWebsocketDialer(u, cfg); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("--transport %q: want spdy or websocket", sf.transport)
-			}
-			pf, err := portforward.NewOnAddressesWithContext(c, d, addresses, args[1:], make(chan struct{}), a.out, a.errOut)
-			if err != nil {
-				return err
-			}
-			if err := pf.ForwardPorts(); err != nil && c.Err() == nil {
-				return fmt.Errorf("port forward to pod %s: %w", id, err)
-			}
-			return nil
-		},
+		RunE: a.runE(untilSignal(func(c context.Context, cl criClient, args []string) error {
+			o.prefix, o.ports = args[0], args[1:]
+			return o.run(c, cl, a.streams)
+		})),
 	}
-	sf.add(cmd)
-	cmd.Flags().StringSliceVar(&addresses, "address", []string{"localhost"}, "addresses to listen on (comma separated)")
+	o.stream.add(cmd)
+	cmd.Flags().StringSliceVar(&o.addresses, "address", []string{"localhost"}, "addresses to listen on (comma separated)")
 	return cmd
+}
+
+// run forwards the ports until c is cancelled.
+func (o *portForwardOptions) run(c context.Context, cl criClient, s streams) error {
+	id, err := resolvePodID(c, cl.rt, o.prefix)
+	if err != nil {
+		return err
+	}
+	r, err := cl.rt.PortForward(c, &runtimeapi.PortForwardRequest{PodSandboxId: id})
+	if err != nil {
+		return fmt.Errorf("port forward to pod %s: %w", id, err)
+	}
+	u, err := streamURL(r.GetUrl())
+	if err != nil {
+		return err
+	}
+	d, err := o.stream.dialer(u)
+	if err != nil {
+		return err
+	}
+	pf, err := portforward.NewOnAddressesWithContext(c, d, o.addresses, o.ports, make(chan struct{}), s.out, s.errOut)
+	if err != nil {
+		return err
+	}
+	if err := pf.ForwardPorts(); err != nil && c.Err() == nil {
+		return fmt.Errorf("port forward to pod %s: %w", id, err)
+	}
+	return nil
+}
+
+// dialer is the port-forward connection to the streaming server at u over the chosen transport.
+func (f *streamFlags) dialer(u *url.URL) (httpstream.Dialer, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	switch f.transport {
+	case transportSPDY:
+		tr, upgrader, err := spdy.RoundTripperFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return spdy.NewDialer(upgrader, &http.Client{Transport: tr}, http.MethodPost, u), nil
+	case transportWebsocket:
+		return portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	}
+	return nil, fmt.Errorf("--transport %q: want spdy or websocket", f.transport)
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 )
 
 // scriptedProber is a ProbeManager whose results the test dictates; it stands in for the probes
@@ -20,11 +20,11 @@ type scriptedProber struct {
 	ready   bool
 	added   map[types.UID]bool
 	removed map[types.UID]bool
-	results chan kubelet.ProbeResult
+	results chan results.Update
 }
 
 func newScriptedProber() *scriptedProber {
-	return &scriptedProber{added: map[types.UID]bool{}, removed: map[types.UID]bool{}, results: make(chan kubelet.ProbeResult, 10)}
+	return &scriptedProber{added: map[types.UID]bool{}, removed: map[types.UID]bool{}, results: make(chan results.Update, 10)}
 }
 
 func (p *scriptedProber) AddPod(pod *v1.Pod) { p.mu.Lock(); p.added[pod.UID] = true; p.mu.Unlock() }
@@ -33,7 +33,7 @@ func (p *scriptedProber) RemovePod(pod *v1.Pod) {
 	p.removed[pod.UID] = true
 	p.mu.Unlock()
 }
-func (p *scriptedProber) Results() <-chan kubelet.ProbeResult {
+func (p *scriptedProber) Results() <-chan results.Update {
 	return p.results
 }
 func (p *scriptedProber) UpdatePodStatus(_ *v1.Pod, s *v1.PodStatus) {
@@ -70,15 +70,15 @@ func TestProbeHook(t *testing.T) {
 		t.Fatalf("pod Ready while the prober says not ready")
 	}
 	pr.setReady(true)
-	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", Probe: kubelet.Readiness, Success: true}
+	pr.results <- results.Update{PodUID: p.UID, ContainerName: "demo", Probe: results.Readiness, Result: results.Success}
 	p = n.waitPod("probed", 10*time.Second, "Ready", ready)
 	pr.setReady(false)
-	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", Probe: kubelet.Readiness, Success: false}
+	pr.results <- results.Update{PodUID: p.UID, ContainerName: "demo", Probe: results.Readiness, Result: results.Failure}
 	n.waitPod("probed", 10*time.Second, "not Ready", func(p *v1.Pod) bool { return !ready(p) })
 
 	old := containerStatus(p, "demo").ContainerID
-	pr.results <- kubelet.ProbeResult{PodUID: p.UID, ContainerName: "demo", ContainerID: old, Probe: kubelet.Liveness,
-		Message: "HTTP probe failed with statuscode: 500"}
+	pr.results <- results.Update{PodUID: p.UID, ContainerName: "demo", ContainerID: old, Probe: results.Liveness,
+		Result: results.Failure, Message: "HTTP probe failed with statuscode: 500"}
 	// Within the probe's grace period (+ restart), well before the pod's 60 s.
 	p = n.waitPod("probed", 30*time.Second, "restarted after the liveness failure", func(p *v1.Pod) bool {
 		cs := containerStatus(p, "demo")

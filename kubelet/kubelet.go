@@ -8,7 +8,8 @@
 //   - PLEG (kubelet/pleg): relist of CRI sandboxes/containers plus CRI container events;
 //   - status manager (kubelet/status): API status generation and writes, final deletion;
 //   - volumes (kubelet/volumes): emptyDir, hostPath, configMap, secret, downwardAPI, projected;
-//   - the probe hook (ProbeManager in this package).
+//   - the probe hook (ProbeManager in this package; kubelet/prober implements it, kubelet/prober/results
+//     holds the probe types and results).
 //
 // A pod's path: informer event → podUpdated → pod worker → syncPod (volumes, kuberuntime.SyncPod,
 // status) → PLEG event on every container change → syncPod again → … → deletion: syncTerminatingPod
@@ -44,6 +45,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
 	"github.com/nodekit/nodekit/kubelet/pleg"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/kubelet/status"
 	"github.com/nodekit/nodekit/kubelet/volumes"
 )
@@ -333,10 +335,10 @@ func (k *Kubelet) isActive(uid types.UID) bool {
 	return ok
 }
 
-func (k *Kubelet) handleProbeResult(r ProbeResult) {
-	if !r.Success && (r.Probe == Liveness || r.Probe == Startup) && r.ContainerID != "" {
+func (k *Kubelet) handleProbeResult(r results.Update) {
+	if r.Result == results.Failure && (r.Probe == results.Liveness || r.Probe == results.Startup) && r.ContainerID != "" {
 		probe := kuberuntime.LivenessProbe
-		if r.Probe == Startup {
+		if r.Probe == results.Startup {
 			probe = kuberuntime.StartupProbe
 		}
 		k.mu.Lock()
@@ -349,10 +351,10 @@ func (k *Kubelet) handleProbeResult(r ProbeResult) {
 	if p == nil {
 		return
 	}
-	if state, ok := k.workers.State(p.UID); ok && state == podworkers.Terminating && r.Probe == Readiness && r.ContainerID != "" {
+	if state, ok := k.workers.State(p.UID); ok && state == podworkers.Terminating && r.Probe == results.Readiness && r.ContainerID != "" {
 		// The worker is busy stopping the pod: write the readiness change directly.
 		go func() {
-			if err := k.status.SetContainerReadiness(context.Background(), p, r.ContainerID, r.Success); err != nil {
+			if err := k.status.SetContainerReadiness(context.Background(), p, r.ContainerID, r.Result == results.Success); err != nil {
 				k.log.Warn("write readiness of a terminating pod", "pod", p.Namespace+"/"+p.Name, "container", r.ContainerName, "err", err)
 			}
 		}()

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/nodekit/nodekit/crictl"
@@ -14,8 +13,5 @@ import (
 func main() {
 	cmd := crictl.NewCommand()
 	cmd.SetArgs(os.Args[1:])
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "crictl:", err)
-		os.Exit(1)
-	}
+	os.Exit(crictl.Exit(os.Stderr, "crictl", cmd.Execute()))
 }

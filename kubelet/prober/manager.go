@@ -1,7 +1,7 @@
 // Package prober is the kubelet's probe manager: one worker per container and probe type (liveness,
 // readiness, startup) runs the container's probe on its schedule through package probes, applies
 // successThreshold/failureThreshold, and turns the outcomes into container Ready/Started and into
-// kubelet.ProbeResults that make the kubelet restart unhealthy containers and re-write pod status.
+// results.Updates that make the kubelet restart unhealthy containers and re-write pod status.
 // Semantics follow the upstream kubelet's prober manager
 // (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-probes):
 //
@@ -26,7 +26,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/internal/podspec"
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/probes"
 )
 
@@ -54,20 +55,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Manager implements kubelet.ProbeManager. Create it with New; it is safe for concurrent use. Close
-// stops every worker.
+// Manager is the probe manager the kubelet's ProbeManager hook takes (AddPod, RemovePod, UpdatePodStatus,
+// Results). Create it with New; it is safe for concurrent use. Close stops every worker.
 type Manager struct {
 	runner   Runner
 	recorder record.EventRecorder
 	log      *slog.Logger
 	sem      chan struct{}
-	updates  chan kubelet.ProbeResult
+	// results holds the decided results of container instances; absent = not yet decided.
+	results *results.Manager
 
 	mu      sync.Mutex
 	pods    map[types.UID]*podState
 	workers map[probeKey]*worker
-	// results of container instances by container ID ("<runtime>://<id>"); absent = not yet decided.
-	results map[resultKey]bool
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -75,12 +75,7 @@ type Manager struct {
 type probeKey struct {
 	pod       types.UID
 	container string
-	probe     kubelet.ProbeType
-}
-
-type resultKey struct {
-	containerID string
-	probe       kubelet.ProbeType
+	probe     results.ProbeType
 }
 
 // podState is what workers know of their pod, refreshed by every UpdatePodStatus.
@@ -100,8 +95,6 @@ type containerState struct {
 	started    bool
 }
 
-var _ kubelet.ProbeManager = (*Manager)(nil)
-
 // New returns a Manager with no pods.
 func New(o Options) *Manager {
 	if o.MaxConcurrent <= 0 {
@@ -120,16 +113,15 @@ func New(o Options) *Manager {
 	return &Manager{
 		runner: o.Runner, recorder: o.Recorder, log: o.Logger,
 		sem:     make(chan struct{}, o.MaxConcurrent),
-		updates: make(chan kubelet.ProbeResult, 128),
+		results: results.NewManager(),
 		pods:    map[types.UID]*podState{},
 		workers: map[probeKey]*worker{},
-		results: map[resultKey]bool{},
 	}
 }
 
 // Results delivers probe results that changed (a container turning ready or not ready, started, or
 // failing liveness/startup past failureThreshold). Workers wait for the reader; they never drop one.
-func (m *Manager) Results() <-chan kubelet.ProbeResult { return m.updates }
+func (m *Manager) Results() <-chan results.Update { return m.results.Updates() }
 
 // probed lists the containers that may have probes: app containers and sidecars (restartable init
 // containers); plain init containers run to completion and have none.
@@ -159,9 +151,9 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	}
 	for _, c := range probed(pod) {
 		for _, p := range []struct {
-			t    kubelet.ProbeType
+			t    results.ProbeType
 			spec *v1.Probe
-		}{{kubelet.Startup, c.StartupProbe}, {kubelet.Readiness, c.ReadinessProbe}, {kubelet.Liveness, c.LivenessProbe}} {
+		}{{results.Startup, c.StartupProbe}, {results.Readiness, c.ReadinessProbe}, {results.Liveness, c.LivenessProbe}} {
 			if p.spec == nil {
 				continue
 			}
@@ -209,8 +201,8 @@ func (m *Manager) Close() {
 }
 
 func (m *Manager) forgetLocked(containerID string) {
-	for _, t := range []kubelet.ProbeType{kubelet.Liveness, kubelet.Readiness, kubelet.Startup} {
-		delete(m.results, resultKey{containerID, t})
+	for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
+		m.results.Remove(containerID, t)
 	}
 }
 
@@ -228,7 +220,7 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 		ps.pod = pod
 		ps.podIP = s.PodIP
 		ps.deleting = pod.DeletionTimestamp != nil
-		ps.terminal = isTerminal(pod.Status.Phase) || isTerminal(s.Phase)
+		ps.terminal = podspec.IsTerminal(pod.Status.Phase) || podspec.IsTerminal(s.Phase)
 	}
 	inits := map[string]*v1.Container{}
 	for i := range pod.Spec.InitContainers {
@@ -265,54 +257,37 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 	}
 }
 
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
-
 func (m *Manager) startedLocked(uid types.UID, cs *v1.ContainerStatus) bool {
 	if cs.State.Running == nil {
 		return false
 	}
-	if ok, found := m.results[resultKey{cs.ContainerID, kubelet.Startup}]; found {
-		return ok
+	if r, found := m.results.Get(cs.ContainerID, results.Startup); found {
+		return r == results.Success
 	}
 	// A startup probe that has not succeeded yet means not started.
-	_, probing := m.workers[probeKey{uid, cs.Name, kubelet.Startup}]
+	_, probing := m.workers[probeKey{uid, cs.Name, results.Startup}]
 	return !probing
 }
 
 func (m *Manager) readyLocked(uid types.UID, cs *v1.ContainerStatus) bool {
-	if ok, found := m.results[resultKey{cs.ContainerID, kubelet.Readiness}]; found && ok {
-		return true
-	} else if found {
-		return false
+	if r, found := m.results.Get(cs.ContainerID, results.Readiness); found {
+		return r == results.Success
 	}
-	w, probing := m.workers[probeKey{uid, cs.Name, kubelet.Readiness}]
+	w, probing := m.workers[probeKey{uid, cs.Name, results.Readiness}]
 	if probing {
 		w.trigger() // no result yet: probe now rather than at the next tick
 	}
 	return !probing
 }
 
-// setResult records a decided result and, when it changed, queues it for the kubelet.
-func (m *Manager) setResult(w *worker, containerID string, ok bool, msg string) {
-	key := resultKey{containerID, w.key.probe}
-	m.mu.Lock()
-	prev, found := m.results[key]
-	current := m.workers[w.key] == w
-	if current {
-		m.results[key] = ok
-	}
-	m.mu.Unlock()
-	// An absent liveness result means healthy: only a change is news.
-	if !current || (found && prev == ok) || (!found && ok && w.key.probe == kubelet.Liveness) {
-		return
-	}
-	m.log.Info("probe result changed", "pod", w.podName, "podUID", w.key.pod, "container", w.key.container,
-		"probe", w.key.probe, "success", ok, "containerID", containerID)
-	r := kubelet.ProbeResult{PodUID: w.key.pod, ContainerName: w.key.container, ContainerID: containerID,
-		Probe: w.key.probe, Success: ok, Message: msg}
-	select {
-	case m.updates <- r:
-	case <-w.ctx.Done():
+// setResult records a decided result and, when it changed, queues it for the kubelet. A stopped worker
+// records nothing: RemovePod and Close stop workers before they forget results.
+func (m *Manager) setResult(w *worker, containerID string, r results.Result, msg string) {
+	u := results.Update{PodUID: w.key.pod, ContainerName: w.key.container, ContainerID: containerID,
+		Probe: w.key.probe, Result: r, Message: msg}
+	if m.results.Set(w.ctx, u) {
+		m.log.Info("probe result changed", "pod", w.podName, "podUID", w.key.pod, "container", w.key.container,
+			"probe", w.key.probe, "result", r, "containerID", containerID)
 	}
 }
 
@@ -329,12 +304,6 @@ func (m *Manager) snapshot(uid types.UID, container string) (ps podState, c cont
 	return podState{pod: p.pod, podIP: p.podIP, deleting: p.deleting, terminal: p.terminal}, c, ok
 }
 
-func (m *Manager) forget(key resultKey) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.results, key)
-}
-
 // workerDone removes an ending worker and the results of its container instance.
 func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
@@ -342,7 +311,7 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[w.key] == w {
 		delete(m.workers, w.key)
 		if w.containerID != "" {
-			delete(m.results, resultKey{w.containerID, w.key.probe})
+			m.results.Remove(w.containerID, w.key.probe)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/probes"
 )
 
@@ -107,15 +107,15 @@ type harness struct {
 	run     *fakeRunner
 	rec     *record.FakeRecorder
 	pod     *v1.Pod
-	workers map[kubelet.ProbeType]*worker
+	workers map[results.ProbeType]*worker
 }
 
 func newHarness(t *testing.T, pod *v1.Pod) *harness {
-	h := &harness{t: t, run: newFakeRunner(), rec: record.NewFakeRecorder(100), pod: pod, workers: map[kubelet.ProbeType]*worker{}}
+	h := &harness{t: t, run: newFakeRunner(), rec: record.NewFakeRecorder(100), pod: pod, workers: map[results.ProbeType]*worker{}}
 	h.m = New(Options{Runner: h.run, Recorder: h.rec})
 	h.m.pods[pod.UID] = &podState{pod: pod, containers: map[string]containerState{}}
 	c := &pod.Spec.Containers[0]
-	for t, spec := range map[kubelet.ProbeType]*v1.Probe{kubelet.Liveness: c.LivenessProbe, kubelet.Readiness: c.ReadinessProbe, kubelet.Startup: c.StartupProbe} {
+	for t, spec := range map[results.ProbeType]*v1.Probe{results.Liveness: c.LivenessProbe, results.Readiness: c.ReadinessProbe, results.Startup: c.StartupProbe} {
 		if spec != nil {
 			w := newWorker(h.m, probeKey{pod.UID, c.Name, t}, pod, c, spec)
 			h.m.workers[w.key] = w
@@ -133,7 +133,7 @@ func (h *harness) status(s *v1.PodStatus) (started, ready bool) {
 }
 
 // probeN runs the worker of type t n times, failing when it wants to stop.
-func (h *harness) probeN(t kubelet.ProbeType, n int) {
+func (h *harness) probeN(t results.ProbeType, n int) {
 	h.t.Helper()
 	for i := 0; i < n; i++ {
 		if !h.workers[t].doProbe() {
@@ -143,8 +143,8 @@ func (h *harness) probeN(t kubelet.ProbeType, n int) {
 }
 
 // results drains the queued results.
-func (h *harness) results() []kubelet.ProbeResult {
-	var out []kubelet.ProbeResult
+func (h *harness) results() []results.Update {
+	var out []results.Update
 	for {
 		select {
 		case r := <-h.m.Results():
@@ -162,34 +162,34 @@ func TestReadinessThresholds(t *testing.T) {
 	if started, ready := h.status(s); !started || ready {
 		t.Fatalf("before any probe: started=%v ready=%v, want started and not ready", started, ready)
 	}
-	h.probeN(kubelet.Readiness, 1)
+	h.probeN(results.Readiness, 1)
 	if _, ready := h.status(runningStatus("containerd://a", time.Now())); ready {
 		t.Fatal("ready after 1 success with successThreshold 2")
 	}
-	h.probeN(kubelet.Readiness, 1)
+	h.probeN(results.Readiness, 1)
 	if _, ready := h.status(runningStatus("containerd://a", time.Now())); !ready {
 		t.Fatal("not ready after 2 successes")
 	}
 	rs := h.results()
-	if len(rs) != 1 || !rs[0].Success || rs[0].Probe != kubelet.Readiness || rs[0].ContainerID != "containerd://a" {
+	if len(rs) != 1 || rs[0].Result != results.Success || rs[0].Probe != results.Readiness || rs[0].ContainerID != "containerd://a" {
 		t.Fatalf("results %+v", rs)
 	}
 	h.run.set(rp, probes.Failure)
-	h.probeN(kubelet.Readiness, 2)
+	h.probeN(results.Readiness, 2)
 	if _, ready := h.status(runningStatus("containerd://a", time.Now())); !ready {
 		t.Fatal("not ready after 2 failures with failureThreshold 3")
 	}
-	h.probeN(kubelet.Readiness, 1)
+	h.probeN(results.Readiness, 1)
 	if _, ready := h.status(runningStatus("containerd://a", time.Now())); ready {
 		t.Fatal("still ready after 3 failures")
 	}
 	rs = h.results()
-	if len(rs) != 1 || rs[0].Success || rs[0].Message != "Readiness probe failed: canned Failure" {
+	if len(rs) != 1 || rs[0].Result != results.Failure || rs[0].Message != "Readiness probe failed: canned Failure" {
 		t.Fatalf("results %+v", rs)
 	}
 	// Unknown results (the probe could not run) count neither way.
 	h.run.set(rp, probes.Unknown)
-	h.probeN(kubelet.Readiness, 5)
+	h.probeN(results.Readiness, 5)
 	if rs := h.results(); len(rs) != 0 {
 		t.Fatalf("unknown results changed state: %+v", rs)
 	}
@@ -210,30 +210,27 @@ func TestLivenessFailureHoldsUntilNewContainer(t *testing.T) {
 	h := newHarness(t, testPod(lp, nil, nil))
 	h.status(runningStatus("containerd://a", time.Now()))
 	h.run.set(lp, probes.Failure)
-	h.probeN(kubelet.Liveness, 3)
+	h.probeN(results.Liveness, 3)
 	rs := h.results()
-	if len(rs) != 1 || rs[0].Success || rs[0].Probe != kubelet.Liveness || rs[0].ContainerID != "containerd://a" ||
+	if len(rs) != 1 || rs[0].Result != results.Failure || rs[0].Probe != results.Liveness || rs[0].ContainerID != "containerd://a" ||
 		rs[0].Message != "Liveness probe failed: canned Failure" {
 		t.Fatalf("results %+v", rs)
 	}
-	h.probeN(kubelet.Liveness, 5)
+	h.probeN(results.Liveness, 5)
 	if n := h.run.count(lp); n != 3 {
 		t.Fatalf("%d runs: an instance that failed liveness must not be probed again", n)
 	}
 	// The restarted container is a new instance, probed afresh.
 	h.run.set(lp, probes.Success)
 	h.status(runningStatus("containerd://b", time.Now()))
-	h.probeN(kubelet.Liveness, 1)
+	h.probeN(results.Liveness, 1)
 	if n := h.run.count(lp); n != 4 {
 		t.Fatalf("new container not probed (%d runs)", n)
 	}
 	if rs := h.results(); len(rs) != 0 {
 		t.Fatalf("a healthy new container is no news: %+v", rs)
 	}
-	h.m.mu.Lock()
-	_, stale := h.m.results[resultKey{"containerd://a", kubelet.Liveness}]
-	h.m.mu.Unlock()
-	if stale {
+	if _, stale := h.m.results.Get("containerd://a", results.Liveness); stale {
 		t.Fatal("the old instance's result was kept")
 	}
 }
@@ -245,23 +242,23 @@ func TestStartupGatesLivenessAndReadiness(t *testing.T) {
 	if started, ready := h.status(runningStatus("containerd://a", time.Now())); started || ready {
 		t.Fatalf("started=%v ready=%v before the startup probe ran", started, ready)
 	}
-	h.probeN(kubelet.Startup, 1)
-	h.probeN(kubelet.Liveness, 3)
-	h.probeN(kubelet.Readiness, 3)
+	h.probeN(results.Startup, 1)
+	h.probeN(results.Liveness, 3)
+	h.probeN(results.Readiness, 3)
 	if h.run.count(lp) != 0 || h.run.count(rp) != 0 {
 		t.Fatalf("liveness ran %d and readiness %d times before startup succeeded", h.run.count(lp), h.run.count(rp))
 	}
 	h.run.set(sp, probes.Success)
-	h.probeN(kubelet.Startup, 1)
+	h.probeN(results.Startup, 1)
 	if started, _ := h.status(runningStatus("containerd://a", time.Now())); !started {
 		t.Fatal("not started after the startup probe succeeded")
 	}
-	h.probeN(kubelet.Startup, 2)
+	h.probeN(results.Startup, 2)
 	if n := h.run.count(sp); n != 2 {
 		t.Fatalf("startup probe ran %d times, want it to stop once started (2)", n)
 	}
-	h.probeN(kubelet.Liveness, 1)
-	h.probeN(kubelet.Readiness, 1)
+	h.probeN(results.Liveness, 1)
+	h.probeN(results.Readiness, 1)
 	if h.run.count(lp) != 1 || h.run.count(rp) != 1 {
 		t.Fatal("liveness/readiness did not run after startup")
 	}
@@ -275,12 +272,12 @@ func TestStartupFailureRestarts(t *testing.T) {
 	h := newHarness(t, testPod(nil, nil, sp))
 	h.run.set(sp, probes.Failure)
 	h.status(runningStatus("containerd://a", time.Now()))
-	h.probeN(kubelet.Startup, 2)
+	h.probeN(results.Startup, 2)
 	rs := h.results()
-	if len(rs) != 1 || rs[0].Probe != kubelet.Startup || rs[0].Success {
+	if len(rs) != 1 || rs[0].Probe != results.Startup || rs[0].Result != results.Failure {
 		t.Fatalf("results %+v, want one Startup failure", rs)
 	}
-	h.probeN(kubelet.Startup, 3)
+	h.probeN(results.Startup, 3)
 	if n := h.run.count(sp); n != 2 {
 		t.Fatalf("startup probe of a failed instance ran again (%d runs)", n)
 	}
@@ -291,31 +288,31 @@ func TestInitialDelayAndNonRunning(t *testing.T) {
 	lp.InitialDelaySeconds = 30
 	h := newHarness(t, testPod(lp, rp, nil))
 	h.status(runningStatus("containerd://a", time.Now()))
-	h.probeN(kubelet.Liveness, 2)
+	h.probeN(results.Liveness, 2)
 	if n := h.run.count(lp); n != 0 {
 		t.Fatalf("probed %d times within initialDelaySeconds", n)
 	}
 	h.status(runningStatus("containerd://a", time.Now().Add(-31*time.Second)))
-	h.probeN(kubelet.Liveness, 1)
+	h.probeN(results.Liveness, 1)
 	if n := h.run.count(lp); n != 1 {
 		t.Fatal("not probed after initialDelaySeconds")
 	}
-	h.probeN(kubelet.Readiness, 1)
+	h.probeN(results.Readiness, 1)
 	// The container exits: no probe runs against it and it is not ready.
 	s := &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "containerd://a",
 		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}}}
 	if started, ready := h.status(s); started || ready {
 		t.Fatalf("stopped container started=%v ready=%v", started, ready)
 	}
-	h.probeN(kubelet.Liveness, 2)
-	h.probeN(kubelet.Readiness, 2)
+	h.probeN(results.Liveness, 2)
+	h.probeN(results.Readiness, 2)
 	if h.run.count(lp) != 1 || h.run.count(rp) != 1 {
 		t.Fatal("a stopped container was probed")
 	}
 	// With restartPolicy Never a stopped container is final: the workers end.
 	h.pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	h.status(s)
-	if h.workers[kubelet.Liveness].doProbe() {
+	if h.workers[results.Liveness].doProbe() {
 		t.Fatal("worker kept going for a container that will not restart")
 	}
 }
@@ -324,15 +321,15 @@ func TestTerminatingPodRunsOnlyReadiness(t *testing.T) {
 	lp, rp, sp := probe(1, 1, 1), probe(1, 1, 1), probe(1, 1, 1)
 	h := newHarness(t, testPod(lp, rp, sp))
 	h.status(runningStatus("containerd://a", time.Now()))
-	h.probeN(kubelet.Startup, 1)
+	h.probeN(results.Startup, 1)
 	h.status(runningStatus("containerd://a", time.Now()))
 	now := metav1.Now()
 	h.pod.DeletionTimestamp = &now
 	h.status(runningStatus("containerd://a", time.Now()))
-	if h.workers[kubelet.Liveness].doProbe() {
+	if h.workers[results.Liveness].doProbe() {
 		t.Fatal("liveness kept probing a terminating pod")
 	}
-	h.probeN(kubelet.Readiness, 2)
+	h.probeN(results.Readiness, 2)
 	if h.run.count(lp) != 0 || h.run.count(rp) != 2 {
 		t.Fatalf("liveness %d runs, readiness %d runs", h.run.count(lp), h.run.count(rp))
 	}
@@ -345,7 +342,7 @@ func TestEventsPointAtContainer(t *testing.T) {
 	h.run.mu.Lock()
 	h.run.result[lp] = probes.Result{Status: probes.Success, Warning: "Probe terminated redirects, Response body: "}
 	h.run.mu.Unlock()
-	h.probeN(kubelet.Liveness, 1)
+	h.probeN(results.Liveness, 1)
 	if e := <-h.rec.Events; !strings.HasPrefix(e, "Warning ProbeWarning Liveness probe warning: Probe terminated redirects") {
 		t.Fatalf("event %q", e)
 	}
@@ -434,8 +431,15 @@ func TestWorkersRunJitteredAndBounded(t *testing.T) {
 		m.RemovePod(p)
 	}
 	waitGoroutines(t, base)
-	if len(m.workers) != 0 || len(m.pods) != 0 || len(m.results) != 0 {
-		t.Fatalf("state left: %d workers, %d pods, %d results", len(m.workers), len(m.pods), len(m.results))
+	if len(m.workers) != 0 || len(m.pods) != 0 {
+		t.Fatalf("state left: %d workers, %d pods", len(m.workers), len(m.pods))
+	}
+	for _, p := range pods {
+		for _, pt := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
+			if r, ok := m.results.Get("containerd://"+string(p.UID), pt); ok {
+				t.Fatalf("pod %s: %s result %s left after RemovePod", p.UID, pt, r)
+			}
+		}
 	}
 }
 

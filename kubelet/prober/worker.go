@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/reference"
 
-	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/probes"
 )
 
@@ -90,7 +90,7 @@ func (w *worker) doProbe() bool {
 	if c.id != w.containerID {
 		// A new container instance: start afresh.
 		if w.containerID != "" {
-			w.m.forget(resultKey{w.containerID, w.key.probe})
+			w.m.results.Remove(w.containerID, w.key.probe)
 		}
 		w.containerID, w.onHold, w.resultRun, w.lastResult = c.id, false, 0, ""
 	}
@@ -98,20 +98,20 @@ func (w *worker) doProbe() bool {
 		return true // failed liveness/startup: wait for the restarted container
 	}
 	if !c.running {
-		if w.key.probe == kubelet.Readiness {
-			w.m.setResult(w, c.id, false, "container is not running")
+		if w.key.probe == results.Readiness {
+			w.m.setResult(w, c.id, results.Failure, "container is not running")
 		}
 		// A stopped container that will not restart is done.
 		return !(c.terminated && ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever)
 	}
-	if ps.deleting && w.key.probe != kubelet.Readiness {
+	if ps.deleting && w.key.probe != results.Readiness {
 		// A terminating pod is not restarted for failing liveness or startup; end quietly.
 		return false
 	}
 	if time.Since(c.startedAt) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
 		return true
 	}
-	if c.started == (w.key.probe == kubelet.Startup) {
+	if c.started == (w.key.probe == results.Startup) {
 		// The startup probe is done once the container started; the others wait until then.
 		return true
 	}
@@ -147,12 +147,12 @@ func (w *worker) doProbe() bool {
 		(!failed && w.resultRun < int(max(w.spec.SuccessThreshold, 1))) {
 		return true
 	}
-	msg := ""
+	r, msg := results.Success, ""
 	if failed {
-		msg = fmt.Sprintf("%s probe failed: %s", w.key.probe, res.Reason)
+		r, msg = results.Failure, fmt.Sprintf("%s probe failed: %s", w.key.probe, res.Reason)
 	}
-	w.m.setResult(w, c.id, !failed, msg)
-	if failed && w.key.probe != kubelet.Readiness {
+	w.m.setResult(w, c.id, r, msg)
+	if failed && w.key.probe != results.Readiness {
 		// The kubelet restarts this instance; probing it further would only race the kill.
 		w.onHold, w.resultRun = true, 0
 	}

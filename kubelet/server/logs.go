@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
-	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-client/pkg/logs"
+
+	"github.com/nodekit/nodekit/runtime/cri"
 )
 
 // CRI labels the kubelet puts on sandboxes and containers (upstream pkg/kubelet/types/labels.go).
@@ -132,7 +132,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		f.Flush()
 		fw.wrote = true
 	}
-	if err := logs.ReadLogs(r.Context(), path, id, opts, statusOnly{rt: s.cfg.Runtime}, fw, fw); err != nil && r.Context().Err() == nil {
+	if err := cri.ReadLogs(r.Context(), path, id, opts, s.cfg.Runtime, fw, fw); err != nil && r.Context().Err() == nil {
 		s.log.Warn("container logs", "pod", ns+"/"+name, "container", ctrName, "err", err)
 		if !fw.wrote {
 			fail(w, err)
@@ -215,18 +215,4 @@ func (fw *flushWriter) Write(p []byte) (int, error) {
 		fw.f.Flush()
 	}
 	return n, err
-}
-
-// statusOnly gives logs.ReadLogs the one RuntimeService method it calls (ContainerStatus, to stop
-// following once the container exits). The embedded interface is nil: any other method would panic,
-// and ReadLogs (k8s.io/cri-client v0.37) calls none.
-type statusOnly struct {
-	internalapi.RuntimeService
-	rt interface {
-		ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
-	}
-}
-
-func (s statusOnly) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
-	return s.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
 }

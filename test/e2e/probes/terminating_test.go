@@ -18,8 +18,8 @@ import (
 // It needs two kubelet changes (reported to the kubelet's owner) and is skipped until they land:
 // SyncTerminatingPod must generate the pod's status (which calls ProbeManager.UpdatePodStatus with the
 // deleted pod) before KillPod, as upstream does, so the probe manager learns of the deletion; and a
-// readiness ProbeResult must reach the API while the pod worker waits in KillPod (upstream writes it
-// through the status manager, SetContainerReadiness, not through a pod sync).
+// readiness result (results.Update) must reach the API while the pod worker waits in KillPod (upstream
+// writes it through the status manager, SetContainerReadiness, not through a pod sync).
 func TestTerminatingPodRunsOnlyReadiness(t *testing.T) {
 	n := startNode(t)
 	p := n.demoPod("terminating", "--term-delay=20s")

@@ -2,49 +2,30 @@ package kubelet
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/kubelet/prober/results"
 )
 
-// ProbeType names the three container probes (Kubernetes "Container probes").
-type ProbeType string
-
-// The probe types, spelled as upstream's Unhealthy events spell them ("Liveness probe failed: …").
-const (
-	Liveness  ProbeType = "Liveness"
-	Readiness ProbeType = "Readiness"
-	Startup   ProbeType = "Startup"
-)
-
-// ProbeResult is one probe outcome that changed. The kubelet acts on every result it receives: any result
-// re-syncs the pod (so readiness reaches the API quickly); a failed Liveness or Startup result marks
-// that container instance (ContainerID) for a kill and restart (subject to the restart policy) by its
-// pod worker, with upstream's Killing event "Container <name> failed <liveness|startup> probe, will be
-// restarted" and the probe's own terminationGracePeriodSeconds when it sets one (else the pod's). The
-// failure detail belongs to the prober's Unhealthy event; the kubelet only logs Message.
-type ProbeResult struct {
-	PodUID        types.UID
-	ContainerName string
-	// ContainerID is the CRI container ID in "<runtime>://<id>" form, as in ContainerStatus.ContainerID.
-	ContainerID string
-	Probe       ProbeType
-	Success     bool
-	// Message explains a failure, e.g. `Liveness probe failed: HTTP probe failed with statuscode: 500`.
-	Message string
-}
-
-// ProbeManager is the kubelet's probe hook, shaped like upstream's prober manager. A probes
-// implementation plugs in through Config.ProbeManager.
+// ProbeManager is the kubelet's probe hook, shaped like upstream's prober manager (package
+// kubelet/prober implements it). A probes implementation plugs in through Config.ProbeManager.
 //
 //   - AddPod is called when a pod worker starts a pod; RemovePod when the pod is terminated and gone.
 //   - UpdatePodStatus is called on every status generation with the pod's freshly computed status: the
 //     container statuses carry the current containerIDs and states, and the manager must set each
 //     container's Ready and Started fields from its results. It must not block.
 //   - Results delivers changed results; the kubelet reads it until Run returns.
+//
+// The kubelet acts on every result it receives: any result re-syncs the pod (so readiness reaches the
+// API quickly); a Liveness or Startup Failure marks that container instance (ContainerID) for a kill
+// and restart (subject to the restart policy) by its pod worker, with upstream's Killing event
+// "Container <name> failed <liveness|startup> probe, will be restarted" and the probe's own
+// terminationGracePeriodSeconds when it sets one (else the pod's). The failure detail belongs to the
+// prober's Unhealthy event; the kubelet only logs Message.
 type ProbeManager interface {
 	AddPod(pod *v1.Pod)
 	RemovePod(pod *v1.Pod)
 	UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus)
-	Results() <-chan ProbeResult
+	Results() <-chan results.Update
 }
 
 // noProber is the behaviour without a probe manager, matching upstream semantics for containers whose
@@ -52,9 +33,9 @@ type ProbeManager interface {
 // has a readiness probe or a startup probe (a probe that has not succeeded means not ready).
 type noProber struct{}
 
-func (noProber) AddPod(*v1.Pod)              {}
-func (noProber) RemovePod(*v1.Pod)           {}
-func (noProber) Results() <-chan ProbeResult { return nil }
+func (noProber) AddPod(*v1.Pod)                 {}
+func (noProber) RemovePod(*v1.Pod)              {}
+func (noProber) Results() <-chan results.Update { return nil }
 func (noProber) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 	probes := map[string]*v1.Container{}
 	for i := range pod.Spec.InitContainers {
