@@ -43,6 +43,7 @@ var floors = map[string]int{
 	"cmd":          4,
 	"test":         5,
 	"bench":        5,
+	"hack":         5,
 }
 
 // sameFloorAllowed lists the cross-component imports on one floor that the architecture allows:
