@@ -121,8 +121,12 @@ run_chunk() {
 		for t in "$@"; do run_chunk "$kind" "$t"; done
 		return 0
 	fi
-	local why
-	why=$(grep -m1 -E '^panic:|fatal error:|SIGKILL|Killed' "$dir/e2e.log" || tail -1 "$dir/e2e.log")
+	# The panic's message and the first suite frame (k8s.io/kubernetes/test/...) of its stack, without colours.
+	local why plain
+	plain=$(sed 's/\x1b\[[0-9;]*m//g' "$dir/e2e.log")
+	why=$(sed -n -E '/panic:|fatal error:/{s/.*(panic:|fatal error:)/\1/;p;n;p;q}' <<<"$plain" | tr -s ' \t\n' ' ')
+	why+=" at $(grep -m1 -o -E 'k8s.io/kubernetes@[^/]+/test/[^ ]+\.go:[0-9]+' <<<"$plain" | sed 's/^k8s.io\/kubernetes@[^/]*\///' || echo '?')"
+	[[ $rc == 124 || $rc == 137 ]] && why="killed at the wall-time bound (exit $rc)"
 	printf '%s\te2e.test exited %d without a report: %s\n' "$1" "$rc" "$why" >>"$OUT/crashed.tsv"
 	log "crashed: $1"
 }
