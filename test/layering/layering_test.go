@@ -44,6 +44,7 @@ var floors = map[string]int{
 	"cmd":          5,
 	"test":         6,
 	"bench":        6,
+	"hack":         6,
 }
 
 // sameFloorAllowed lists the cross-component imports on one floor that the architecture allows:
