@@ -230,23 +230,28 @@ func (n *node) leftovers(netns []string) []string {
 	return out
 }
 
-// TestOrphanedContainersRemoved: a sandbox and container made behind the kubelet's back with pod labels
-// of a pod the API does not have are stopped and removed (as the kubelet does with unknown pods).
+// TestOrphanedContainersRemoved: a sandbox and container made behind the kubelet's back (while it was
+// not running) with pod labels of a pod the API does not have are stopped and removed once it starts (as
+// the kubelet does with unknown pods).
 func TestOrphanedContainersRemoved(t *testing.T) {
-	n := newNode(t, false)
+	// The orphan is made before the kubelet starts (a running kubelet can remove a half-made one before
+	// its container exists), then the kubelet must find and remove it.
+	n := newNode(t, true)
 	orphan := n.rt.RunDemoPod(t, "orphan")
+	sandboxID, sb := orphan.SandboxID, orphan.Sandbox
+	n.start()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sbs, err := n.rt.CRI.Runtime().ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{
-			Filter: &runtimeapi.PodSandboxFilter{Id: orphan.SandboxID}})
+			Filter: &runtimeapi.PodSandboxFilter{Id: sandboxID}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sbs.Items) == 0 && len(n.podContainers(orphan.Sandbox.Metadata.Uid)) == 0 {
+		if len(sbs.Items) == 0 && len(n.podContainers(sb.Metadata.Uid)) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("orphaned sandbox %s still present after 30s", orphan.SandboxID)
+			t.Fatalf("orphaned sandbox %s still present after 30s", sandboxID)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
