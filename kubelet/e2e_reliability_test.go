@@ -2,13 +2,18 @@ package kubelet_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/status"
+	"github.com/nodekit/nodekit/probes"
 )
 
 func podCondition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
@@ -73,5 +78,138 @@ func TestStatusReconciledWithAPI(t *testing.T) {
 		if condition(p, v1.ContainersReady) != v1.ConditionTrue {
 			t.Errorf("ContainersReady = %s after reconcile", condition(p, v1.ContainersReady))
 		}
+	}
+}
+
+// countingRunner runs probes with the real probe handlers and counts the runs per container name.
+type countingRunner struct {
+	inner prober.Runner
+	mu    sync.Mutex
+	runs  map[string]int
+}
+
+func (r *countingRunner) Run(ctx context.Context, p *v1.Probe, t probes.Target) probes.Result {
+	res := r.inner.Run(ctx, p, t)
+	r.mu.Lock()
+	r.runs[t.Container.Name]++
+	r.mu.Unlock()
+	return res
+}
+
+func (r *countingRunner) count(container string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[container]
+}
+
+// startProbed starts the in-process kubelet with a fresh kubelet/prober manager (as the agent runs it)
+// whose probe runs are counted; the manager is closed by the returned stop, after the kubelet stopped.
+func (n *node) startProbed() (*countingRunner, func()) {
+	r := &countingRunner{inner: probes.New(prober.CRIExecer{Runtime: n.rt.CRI.Runtime()}), runs: map[string]int{}}
+	pm := prober.New(prober.Options{Runtime: n.rt.CRI.Runtime(), Runner: r})
+	n.prober = pm
+	n.start()
+	return r, func() { n.stop(); pm.Close() }
+}
+
+// await polls cond every 100 ms until it holds, failing after timeout.
+func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestReadinessSurvivesRestart: across a kubelet restart (a new kubelet and a new probe manager), a pod
+// whose readiness probe passes stays Ready on a watch of the pods — no Ready=False event, the Ready
+// transition time unchanged — while the new probes run; a pod whose startup probe has not succeeded yet
+// stays unstarted and not ready, with the same container.
+func TestReadinessSurvivesRestart(t *testing.T) {
+	n := newNode(t, true)
+	r, stop := n.startProbed()
+	web := n.demoPod("keep-ready")
+	web.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}}
+	slow := n.demoPod("slow-start")
+	slow.Spec.Containers[0].Name = "slow"
+	slow.Spec.Containers[0].StartupProbe = &v1.Probe{PeriodSeconds: 1, FailureThreshold: 1000,
+		ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(9999)}}}
+	n.create(web)
+	n.create(slow)
+	before := n.waitPod(web.Name, 60*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	await(t, 30*time.Second, "the startup probe to run", func() bool { return r.count("slow") > 0 })
+	slowBefore := n.waitPod(slow.Name, 5*time.Second, "Running, not started", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "slow")
+		return running(p) && cs.Started != nil && !*cs.Started && !cs.Ready
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	list, err := n.client.CoreV1().Pods(testNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := n.client.CoreV1().Pods(testNS).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	stop()
+	r, stop = n.startProbed()
+	defer stop()
+	// The new probes have run a few times: the new kubelet synced both pods and wrote what it had to.
+	await(t, 30*time.Second, "three runs of each probe after the restart", func() bool { return r.count("demo") >= 3 && r.count("slow") >= 3 })
+	// A marker write, so that every event before it has been delivered when it arrives.
+	marker := "reliability.nodekit.io/marker"
+	patch := []byte(`{"metadata":{"annotations":{"` + marker + `":"1"}}}`)
+	if _, err := n.client.CoreV1().Pods(testNS).Patch(ctx, web.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for done := false; !done; {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended before the marker arrived")
+			}
+			p, isPod := e.Object.(*v1.Pod)
+			if !isPod {
+				continue
+			}
+			events++
+			switch p.Name {
+			case web.Name:
+				if cs := containerStatus(p, "demo"); !ready(p) || cs == nil || !cs.Ready {
+					t.Errorf("watch: %s %s not ready across the restart: conditions %+v", e.Type, p.Name, p.Status.Conditions)
+				}
+				done = p.Annotations[marker] == "1"
+			case slow.Name:
+				if cs := containerStatus(p, "slow"); ready(p) || cs == nil || cs.Ready || (cs.Started != nil && *cs.Started) {
+					t.Errorf("watch: %s %s started or ready in its startup period: %+v", e.Type, p.Name, cs)
+				}
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the marker write did not arrive on the watch")
+		}
+	}
+	t.Logf("%d pod events on the watch across the restart", events)
+	after := n.waitPod(web.Name, time.Second, "Ready", ready)
+	if b, a := podCondition(before, v1.PodReady).LastTransitionTime, podCondition(after, v1.PodReady).LastTransitionTime; !a.Equal(&b) {
+		t.Errorf("Ready lastTransitionTime %v → %v across the restart", b, a)
+	}
+	if b, a := containerStatus(before, "demo"), containerStatus(after, "demo"); a.ContainerID != b.ContainerID || a.RestartCount != 0 {
+		t.Errorf("web container %s → %s (restarts %d)", b.ContainerID, a.ContainerID, a.RestartCount)
+	}
+	slowAfter := n.waitPod(slow.Name, time.Second, "unstarted", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "slow")
+		return cs.Started != nil && !*cs.Started && !cs.Ready
+	})
+	if b, a := containerStatus(slowBefore, "slow"), containerStatus(slowAfter, "slow"); a.ContainerID != b.ContainerID || a.RestartCount != 0 {
+		t.Errorf("slow container %s → %s (restarts %d)", b.ContainerID, a.ContainerID, a.RestartCount)
 	}
 }
