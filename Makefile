@@ -41,7 +41,7 @@ containerd2:
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD2_VERSION) \
 		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD2_VERSION)
 
-# One command to a running single-node cluster with the demo: server, agent and proxy under `nodekit up`
+# One command to a running single-node cluster with the demo: the server and the agent (kubelet and proxy) under `nodekit up`
 # (Ctrl-C stops it, a rerun resumes; `bin/nodekit down --purge` removes everything). UP_FLAGS adds flags.
 up: deps images
 	$(BIN) up --images-dir $(IMAGES_DIR) $(UP_FLAGS)

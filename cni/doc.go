@@ -8,12 +8,12 @@
 //	portmap   hostPort DNAT in nat chains NK-HOSTPORTS-* / NK-HP-*
 //	plugin    the ADD/DEL/CHECK/STATUS/GC handlers on skel (the binary is cmd/nodekit-cni)
 //	config    the agent's conflist writer and the network-readiness check (libcni-validated)
-//	routes    host-gw routes to other nodes' podCIDRs, from Node objects
+//	routes    host-gw routes to other nodes' podCIDRs, from Node objects (no production caller yet:
+//	          nodekit lab routes with ip route, and real machines get no cross-node routes)
 //	install   atomic install of the plugin executable into a CNI bin dir
 //	cnitest   build-once plugin builder and a libcni-driven "runtime" for tests and benchmarks
 //
 // How the node agent uses it: at start-up install.Install(<nodekit-cni next to nodekit>, <CNI bin dir>);
 // once the Node has spec.podCIDR, config.Write(config.Options{PodCIDR, ClusterCIDR, …}) and report the
-// network ready only while config.Ready returns nil; on every Node add/update/delete,
-// routes.Sync(routes.FromNodes(nodeName, nodes)).
+// network ready only while config.Ready returns nil.
 package cni

@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -290,7 +290,7 @@ func (n *node) demoPod(name string, args ...string) *v1.Pod {
 			RestartPolicy:                 v1.RestartPolicyAlways,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{
-				Name: "demo", Image: images.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent, Args: args,
+				Name: "demo", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent, Args: args,
 				Env: []v1.EnvVar{
 					{Name: "POD_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 					{Name: "POD_NAMESPACE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 func terminatedState(p *v1.Pod, name string) *v1.ContainerStateTerminated {
@@ -172,10 +172,10 @@ func TestInitAndSidecarContainers(t *testing.T) {
 	mount := []v1.VolumeMount{{Name: "work", MountPath: "/work"}}
 	pod.Spec.Volumes = []v1.Volume{{Name: "work", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	pod.Spec.InitContainers = []v1.Container{
-		{Name: "first", Image: images.DemoServerV1, Command: []string{"touch", "/work/first"}, VolumeMounts: mount},
+		{Name: "first", Image: bundled.DemoServerV1, Command: []string{"touch", "/work/first"}, VolumeMounts: mount},
 		// Fails (and is retried) unless "first" ran before it.
-		{Name: "second", Image: images.DemoServerV1, Command: []string{"ls", "/work/first"}, VolumeMounts: mount},
-		{Name: "sidecar", Image: images.DemoServerV1, RestartPolicy: &always, Args: []string{"--port=8090", "--grpc-port=0", "--udp-port=0"}},
+		{Name: "second", Image: bundled.DemoServerV1, Command: []string{"ls", "/work/first"}, VolumeMounts: mount},
+		{Name: "sidecar", Image: bundled.DemoServerV1, RestartPolicy: &always, Args: []string{"--port=8090", "--grpc-port=0", "--udp-port=0"}},
 	}
 	pod.Spec.Containers[0].VolumeMounts = mount
 	n.create(pod)

@@ -262,13 +262,7 @@ func TestResourcesAndSecurityContext(t *testing.T) {
 		RunAsUser: &uid, RunAsGroup: &gid, ReadOnlyRootFilesystem: &ro,
 		Capabilities: &v1.Capabilities{Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"NET_ADMIN"}},
 	}
-	n.create(pod)
-	p := n.waitPod("limits", 60*time.Second, "Running", running)
-	if p.Status.QOSClass != v1.PodQOSBurstable {
-		t.Errorf("qosClass = %s, want Burstable", p.Status.QOSClass)
-	}
-	id := containerStatus(p, "demo").ContainerID
-	parent := filepath.Join(n.cgroupRoot, "kubepods", "burstable", "pod"+string(p.UID))
+	_, id, parent := n.runInQOS(pod, v1.PodQOSBurstable)
 	if got := cgroupFile(t, "memory", parent, id, "memory.limit_in_bytes"); got != "67108864" {
 		t.Errorf("memory.limit_in_bytes = %s, want 67108864 (64Mi)", got)
 	}

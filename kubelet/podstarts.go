@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/podspec"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
@@ -42,7 +43,7 @@ func (p *podStarts) seen(pod *v1.Pod, now time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.synced[pod.UID] || pod.Status.Phase == v1.PodRunning || isTerminalPhase(pod.Status.Phase) {
+	if p.synced[pod.UID] || pod.Status.Phase == v1.PodRunning || podspec.IsTerminal(pod.Status.Phase) {
 		return
 	}
 	if _, ok := p.firstSeen[pod.UID]; !ok {

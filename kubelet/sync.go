@@ -11,14 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/podspec"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
 	"github.com/nodekit/nodekit/kubelet/status"
 )
 
 // The pod worker steps (podworkers.Syncer) and the runtime manager's helper (kuberuntime.RuntimeHelper).
-
-func isTerminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // generateStatus reads the pod's runtime state and computes its API status.
 func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool) (v1.PodStatus, *kuberuntime.PodStatus, error) {
@@ -75,7 +74,7 @@ func (k *Kubelet) apiPod(uid types.UID) *v1.Pod {
 // manager, then write the status read back from the runtime. A pod whose phase is (or becomes)
 // Succeeded or Failed is reported terminal and never started again.
 func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResult, error) {
-	if isTerminalPhase(pod.Status.Phase) {
+	if podspec.IsTerminal(pod.Status.Phase) {
 		return podworkers.SyncResult{Terminal: true}, nil
 	}
 	defer k.starts.observeSync(pod.UID, time.Now())
@@ -84,7 +83,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	if err != nil {
 		return podworkers.SyncResult{}, err
 	}
-	if isTerminalPhase(s.Phase) {
+	if podspec.IsTerminal(s.Phase) {
 		return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
 	}
 	paths, err := k.volumes.SetUpPod(ctx, pod)
@@ -104,7 +103,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	k.forgetUnhealthy(rs)
 	k.starts.running(pod, &s, time.Now())
 	werr := k.setStatus(ctx, pod, s)
-	return podworkers.SyncResult{Terminal: isTerminalPhase(s.Phase), RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, werr)
+	return podworkers.SyncResult{Terminal: podspec.IsTerminal(s.Phase), RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, werr)
 }
 
 // forgetUnhealthy drops probe failures of container instances that no longer run.

@@ -43,7 +43,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
@@ -239,7 +239,7 @@ func (s *setup) pod(name string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-" + suffix())},
 		Spec: v1.PodSpec{NodeName: s.node, TerminationGracePeriodSeconds: &grace, RestartPolicy: v1.RestartPolicyAlways,
-			Containers: []v1.Container{{Name: "demo", Image: images.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent}}},
+			Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent}}},
 	}
 }
 
@@ -347,7 +347,7 @@ func (s *setup) rawCRI(b *testing.B, n int) []time.Duration {
 			t0 := time.Now()
 			sb := s.rt.SandboxConfig(fmt.Sprintf("raw-%d-%s", i, suffix()), "raw")
 			id, ip := s.rt.RunSandbox(b, sb)
-			s.rt.StartContainer(b, id, sb, containerd.DemoContainerConfig("demo", images.DemoServerV1, sb, ip))
+			s.rt.StartContainer(b, id, sb, containerd.DemoContainerConfig("demo", bundled.DemoServerV1, sb, ip))
 			lat[i] = time.Since(t0)
 		}(i)
 	}

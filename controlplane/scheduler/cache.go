@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Default requests counted for scoring only, for containers that request nothing, so that "no requests"
@@ -201,7 +203,7 @@ func (c *cache) removeNode(name string) {
 
 // occupiesNode reports whether a pod counts against its node's capacity: bound and not terminal.
 func occupiesNode(pod *v1.Pod) bool {
-	return pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+	return pod.Spec.NodeName != "" && !podspec.IsTerminal(pod.Status.Phase)
 }
 
 // setPod records the informer's view of a pod. A pod the informer shows bound replaces its assumption.

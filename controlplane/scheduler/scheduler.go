@@ -30,6 +30,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // DefaultSchedulerName is the spec.schedulerName the API server defaults pods to.
@@ -183,7 +185,7 @@ func (s *Scheduler) responsibleFor(pod *v1.Pod) bool {
 		name = DefaultSchedulerName
 	}
 	return pod.Spec.NodeName == "" && name == s.opts.SchedulerName && pod.DeletionTimestamp == nil &&
-		pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+		!podspec.IsTerminal(pod.Status.Phase)
 }
 
 func (s *Scheduler) onPodAdd(pod *v1.Pod) {

@@ -35,7 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 // ModulePath is the Go module whose sources the images are built from.
@@ -52,7 +52,7 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Spec describes one bundled image.
 type Spec struct {
-	// Ref is the image reference, e.g. images.Pause.
+	// Ref is the image reference, e.g. bundled.Pause.
 	Ref string
 	// Package is the module-relative Go package of the image's binary, e.g. "./images/pause".
 	Package string
@@ -70,8 +70,8 @@ type Spec struct {
 }
 
 func demoServer(ref, version string) Spec {
-	links := make([]string, len(images.Toolbox))
-	for i, t := range images.Toolbox {
+	links := make([]string, len(bundled.Toolbox))
+	for i, t := range bundled.Toolbox {
 		links[i] = "/bin/" + t
 	}
 	return Spec{
@@ -82,12 +82,12 @@ func demoServer(ref, version string) Spec {
 	}
 }
 
-// Specs are the bundled images, in images.All order.
+// Specs are the bundled images, in bundled.All order.
 var Specs = []Spec{
-	{Ref: images.Pause, Package: "./images/pause", Binary: "/pause", Ldflags: []string{"-X main.version=3.10"},
+	{Ref: bundled.Pause, Package: "./images/pause", Binary: "/pause", Ldflags: []string{"-X main.version=3.10"},
 		Dirs: []string{"/dev", "/etc", "/proc", "/sys"}, Entrypoint: []string{"/pause"}},
-	demoServer(images.DemoServerV1, "v1"),
-	demoServer(images.DemoServerV2, "v2"),
+	demoServer(bundled.DemoServerV1, "v1"),
+	demoServer(bundled.DemoServerV2, "v2"),
 }
 
 // Options configure Build.

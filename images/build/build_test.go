@@ -13,7 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 // TestBuildReproducible builds every image twice into separate directories and expects byte-identical
@@ -32,12 +32,12 @@ func TestBuildReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != len(images.All) || len(b) != len(a) {
-		t.Fatalf("built %d and %d images, want %d", len(a), len(b), len(images.All))
+	if len(a) != len(bundled.All) || len(b) != len(a) {
+		t.Fatalf("built %d and %d images, want %d", len(a), len(b), len(bundled.All))
 	}
 	digests := map[string]string{}
 	for i := range a {
-		if a[i].Ref != images.All[i] || a[i].Digest != b[i].Digest {
+		if a[i].Ref != bundled.All[i] || a[i].Digest != b[i].Digest {
 			t.Errorf("%s: digests %s and %s differ between builds", a[i].Ref, a[i].Digest, b[i].Digest)
 		}
 		da, _ := os.ReadFile(a[i].File)
@@ -48,8 +48,8 @@ func TestBuildReproducible(t *testing.T) {
 		digests[a[i].Ref] = a[i].Digest
 		checkArchive(t, a[i], da)
 	}
-	if digests[images.DemoServerV1] == digests[images.DemoServerV2] {
-		t.Errorf("demo-server v1 and v2 have the same digest %s", digests[images.DemoServerV1])
+	if digests[bundled.DemoServerV1] == digests[bundled.DemoServerV2] {
+		t.Errorf("demo-server v1 and v2 have the same digest %s", digests[bundled.DemoServerV1])
 	}
 }
 
@@ -123,7 +123,7 @@ func checkArchive(t *testing.T, r Result, data []byte) {
 	if bin == nil || bin.Mode != 0o755 || bin.Size < 100_000 {
 		t.Errorf("%s: entrypoint %s in layer: %+v", r.File, cfg.Config.Entrypoint[0], bin)
 	}
-	if r.Ref != images.Pause {
+	if r.Ref != bundled.Pause {
 		if sh := entries["bin/sh"]; sh == nil || sh.Typeflag != tar.TypeSymlink || sh.Linkname != "/demo-server" {
 			t.Errorf("%s: bin/sh is %+v, want a symlink to /demo-server", r.File, sh)
 		}
@@ -134,10 +134,10 @@ func checkArchive(t *testing.T, r Result, data []byte) {
 }
 
 func TestArchiveName(t *testing.T) {
-	if got := ArchiveName(images.Pause); got != "pause-3.10.tar" {
+	if got := ArchiveName(bundled.Pause); got != "pause-3.10.tar" {
 		t.Errorf("ArchiveName(pause) = %q", got)
 	}
-	if got := ArchiveName(images.DemoServerV2); got != "demo-server-v2.tar" {
+	if got := ArchiveName(bundled.DemoServerV2); got != "demo-server-v2.tar" {
 		t.Errorf("ArchiveName(demo v2) = %q", got)
 	}
 	if _, err := FindModuleDir("/"); err == nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 func TestSplitWords(t *testing.T) {
@@ -42,13 +42,13 @@ func TestSplitWords(t *testing.T) {
 }
 
 func TestToolboxDispatch(t *testing.T) {
-	for _, name := range images.Toolbox {
+	for _, name := range bundled.Toolbox {
 		if _, ok := toolboxCommand([]string{"/bin/" + name}); !ok {
 			t.Errorf("toolbox lacks %s", name)
 		}
 	}
-	if len(tools) != len(images.Toolbox) {
-		t.Errorf("toolbox implements %d commands, images.Toolbox lists %d", len(tools), len(images.Toolbox))
+	if len(tools) != len(bundled.Toolbox) {
+		t.Errorf("toolbox implements %d commands, bundled.Toolbox lists %d", len(tools), len(bundled.Toolbox))
 	}
 	if _, ok := toolboxCommand([]string{"/demo-server"}); ok {
 		t.Error("demo-server dispatched as a tool")

@@ -19,7 +19,7 @@ import (
 var tools map[string]func(args []string) int
 
 func init() {
-	// Keep in step with images.Toolbox (TestToolboxDispatch checks).
+	// Keep in step with bundled.Toolbox (TestToolboxDispatch checks).
 	tools = map[string]func([]string) int{
 		"cat": cat, "echo": echo, "sleep": sleep, "env": env, "ls": ls, "touch": touch, "rm": rm,
 		"true": func([]string) int { return 0 }, "false": func([]string) int { return 1 },

@@ -268,7 +268,4 @@ func TestPullAuths(t *testing.T) {
 	if got := pullAuths("busybox", []v1.Secret{secret}); len(got) != 1 || got[0] != nil {
 		t.Errorf("docker.io image got %+v", got)
 	}
-	if defaultPullPolicy("x/y") != v1.PullAlways || defaultPullPolicy("x/y:latest") != v1.PullAlways || defaultPullPolicy("reg:5000/y:v1") != v1.PullIfNotPresent {
-		t.Errorf("default pull policy")
-	}
 }

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/kubelet/qos"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // cgroupV1Root is where cgroup v1 controller hierarchies are mounted.
@@ -33,7 +33,7 @@ func qosCgroup(uid types.UID, class v1.PodQOSClass) []string {
 // CgroupParent returns the sandbox's cgroup parent: for cgroupfs "<root>/kubepods/burstable/pod<uid>",
 // for systemd the slice name "kubepods-burstable-pod<uid with _>.slice" (systemd slice naming).
 func (m *Manager) CgroupParent(pod *v1.Pod) string {
-	parts := qosCgroup(pod.UID, qos.Class(pod))
+	parts := qosCgroup(pod.UID, podspec.QOSClass(pod))
 	if m.opts.CgroupDriver == "systemd" {
 		parts[len(parts)-1] = strings.ReplaceAll(parts[len(parts)-1], "-", "_")
 		return strings.Join(parts, "-") + ".slice"

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Image pull failure reasons, as upstream's container status shows them.
@@ -50,7 +52,7 @@ func (p *imagePuller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
 	policy := c.ImagePullPolicy
 	if policy == "" {
-		policy = defaultPullPolicy(c.Image)
+		policy = podspec.DefaultPullPolicy(c.Image)
 	}
 	if policy != v1.PullAlways {
 		st, err := p.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
@@ -92,18 +94,6 @@ func (p *imagePuller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, lastErr)
 	p.recorder.Event(pod, v1.EventTypeWarning, "Failed", msg)
 	return "", &Waiting{Reason: ErrImagePull, Message: msg}
-}
-
-// defaultPullPolicy is the API default: Always for :latest or untagged images, else IfNotPresent.
-func defaultPullPolicy(image string) v1.PullPolicy {
-	if strings.Contains(image, "@") {
-		return v1.PullIfNotPresent
-	}
-	last := image[strings.LastIndex(image, "/")+1:]
-	if i := strings.LastIndex(last, ":"); i < 0 || last[i+1:] == "latest" {
-		return v1.PullAlways
-	}
-	return v1.PullIfNotPresent
 }
 
 // registryHost returns the registry an image reference points at, normalised as docker does

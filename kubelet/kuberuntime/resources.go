@@ -4,7 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/kubelet/qos"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // CFS constants as the kubelet uses them (cgroup v1 cpu controller).
@@ -66,7 +66,7 @@ func linuxResources(pod *v1.Pod, c *v1.Container, memCapacity int64) *runtimeapi
 // 1000 - 1000*memoryRequest/capacity clamped to [2, 999]. A runtime with restrict_oom_score_adj raises
 // values below its own to its own.
 func oomScoreAdj(pod *v1.Pod, c *v1.Container, memCapacity int64) int64 {
-	switch qos.Class(pod) {
+	switch podspec.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		return -997
 	case v1.PodQOSBestEffort:

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/podspec"
 	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/probes"
 )
@@ -249,7 +250,7 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 		ps.pod = pod
 		ps.podIP = s.PodIP
 		ps.deleting = pod.DeletionTimestamp != nil
-		ps.terminal = isTerminal(pod.Status.Phase) || isTerminal(s.Phase)
+		ps.terminal = podspec.IsTerminal(pod.Status.Phase) || podspec.IsTerminal(s.Phase)
 	}
 	inits := map[string]*v1.Container{}
 	for i := range pod.Spec.InitContainers {
@@ -285,8 +286,6 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) {
 		set(&s.ContainerStatuses[i], false)
 	}
 }
-
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 func (m *Manager) startedLocked(uid types.UID, cs *v1.ContainerStatus) bool {
 	if cs.State.Running == nil {

@@ -35,6 +35,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Upstream's static pod annotations (k8s.io/kubernetes pkg/kubelet/types).
@@ -213,8 +215,8 @@ func ReadManifest(path, node string) (*v1.Pod, error) {
 }
 
 // applyDefaults makes pod node's static pod: name suffix, namespace, nodeName, hash UID, annotations
-// (upstream's applyDefaults in pkg/kubelet/config/common.go), plus the API defaults the kubelet relies
-// on for fields a manifest usually leaves out.
+// (upstream's applyDefaults in pkg/kubelet/config/common.go), plus the API's pod spec defaults
+// (podspec.Default), which upstream's decoder applies to a manifest.
 func applyDefaults(pod *v1.Pod, node, path string) {
 	node = strings.ToLower(node)
 	if pod.UID == "" {
@@ -238,43 +240,7 @@ func applyDefaults(pod *v1.Pod, node, path string) {
 	pod.Annotations[ConfigSourceAnnotation] = FileSource
 	// Static pods tolerate every NoExecute taint: the node lifecycle must not evict them.
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
-
-	s := &pod.Spec
-	if s.RestartPolicy == "" {
-		s.RestartPolicy = v1.RestartPolicyAlways
-	}
-	if s.DNSPolicy == "" {
-		s.DNSPolicy = v1.DNSClusterFirst
-	}
-	if s.TerminationGracePeriodSeconds == nil {
-		g := int64(v1.DefaultTerminationGracePeriodSeconds)
-		s.TerminationGracePeriodSeconds = &g
-	}
-	if s.SchedulerName == "" {
-		s.SchedulerName = v1.DefaultSchedulerName
-	}
-	for _, list := range [][]v1.Container{s.InitContainers, s.Containers} {
-		for i := range list {
-			c := &list[i]
-			if c.ImagePullPolicy == "" {
-				c.ImagePullPolicy = v1.PullIfNotPresent
-				if _, tag, _ := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":"); (tag == "" || tag == "latest") && !strings.Contains(c.Image, "@") {
-					c.ImagePullPolicy = v1.PullAlways
-				}
-			}
-			if c.TerminationMessagePath == "" {
-				c.TerminationMessagePath = v1.TerminationMessagePathDefault
-			}
-			if c.TerminationMessagePolicy == "" {
-				c.TerminationMessagePolicy = v1.TerminationMessageReadFile
-			}
-			for j := range c.Ports {
-				if c.Ports[j].Protocol == "" {
-					c.Ports[j].Protocol = v1.ProtocolTCP
-				}
-			}
-		}
-	}
+	podspec.Default(&pod.Spec)
 }
 
 // MirrorPod returns the mirror pod of static pod p for the Node with nodeUID: p with the mirror

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/podspec"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
-	"github.com/nodekit/nodekit/kubelet/qos"
 )
 
 // Container waiting reasons the kubelet shows before a container has run.
@@ -47,7 +47,7 @@ type Input struct {
 func Generate(in Input) v1.PodStatus {
 	pod, old, rs := in.Pod, in.Old, in.Runtime
 	now := metav1.NewTime(in.Now.Truncate(time.Second))
-	s := v1.PodStatus{QOSClass: qos.Class(pod), StartTime: old.StartTime}
+	s := v1.PodStatus{QOSClass: podspec.QOSClass(pod), StartTime: old.StartTime}
 	if s.StartTime == nil {
 		s.StartTime = &now
 	}
@@ -96,7 +96,7 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	s.Phase = phase(pod, s, initialized, in.Terminal)
-	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
+	if podspec.IsTerminal(old.Phase) {
 		s.Phase = old.Phase
 	}
 
@@ -150,7 +150,7 @@ func readyConditions(pod *v1.Pod, s *v1.PodStatus, old []v1.PodCondition, now me
 		}
 	}
 	ready, reason, msg := len(unready) == 0, "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+	if podspec.IsTerminal(s.Phase) {
 		ready, reason, msg = false, "PodCompleted", ""
 	}
 	podReady, podReason, podMsg := ready, reason, msg

@@ -18,7 +18,7 @@ type ConfigParams struct {
 	Root, State string
 	// Address is containerd's gRPC socket path; the CRI endpoint is unix://Address.
 	Address string
-	// SandboxImage is the pod sandbox (pause) image reference, e.g. images.Pause.
+	// SandboxImage is the pod sandbox (pause) image reference, e.g. bundled.Pause.
 	SandboxImage string
 	// CNIBinDirs are the directories containerd's CRI plugin searches for CNI plugin binaries.
 	// containerd 1.x reads a single bin_dir, so version 2 configs need exactly one entry (the

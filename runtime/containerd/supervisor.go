@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
@@ -43,7 +43,7 @@ type Config struct {
 	Binary string
 	// Root, State and Address override containerd's --root, --state and socket path.
 	Root, State, Address string
-	// SandboxImage is the pod sandbox image; default images.Pause.
+	// SandboxImage is the pod sandbox image; default bundled.Pause.
 	SandboxImage string
 	// CNIBinDirs are the CNI plugin directories (default: those of DefaultCNIBinDirs that exist).
 	// containerd 1.x takes one directory: several are merged into Dir/cni-bin as symlinks, the first
@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	def(&c.Root, filepath.Join(c.Dir, "root"))
 	def(&c.State, filepath.Join(c.Dir, "state"))
 	def(&c.Address, filepath.Join(c.Dir, "containerd.sock"))
-	def(&c.SandboxImage, images.Pause)
+	def(&c.SandboxImage, bundled.Pause)
 	def(&c.CNIConfDir, filepath.Join(c.Dir, "net.d"))
 	def(&c.RegistryConfigPath, filepath.Join(c.Dir, "certs.d"))
 	def(&c.LogFile, filepath.Join(c.Dir, "containerd.log"))

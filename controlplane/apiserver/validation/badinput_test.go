@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 func hasCause(errs field.ErrorList, path string, typ field.ErrorType) bool {
@@ -30,7 +30,7 @@ func TestPodUpdateTolerations(t *testing.T) {
 		Containers:  []corev1.Container{{Name: "c", Image: "i"}},
 		Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs}},
 	}}
-	defaults.PodSpec(&old.Spec)
+	podspec.Default(&old.Spec)
 	for _, tc := range []struct {
 		name string
 		edit func(p *corev1.Pod)
@@ -96,7 +96,7 @@ func TestContainerResourcesAndEnv(t *testing.T) {
 	pod := func(edit func(c *corev1.Container)) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
 		edit(&p.Spec.Containers[0])
-		defaults.PodSpec(&p.Spec)
+		podspec.Default(&p.Spec)
 		return p
 	}
 	for _, tc := range []struct {
@@ -144,7 +144,7 @@ func TestDeploymentRollingUpdate(t *testing.T) {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{}}}}
-		defaults.PodSpec(&d.Spec.Template.Spec)
+		podspec.Default(&d.Spec.Template.Spec)
 		edit(d)
 		return d
 	}
@@ -183,7 +183,7 @@ func TestDuplicateHostPorts(t *testing.T) {
 		{Name: "a", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}},
 		{Name: "b", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: 81, HostPort: 8080}, {ContainerPort: 82, HostPort: 8080, Protocol: corev1.ProtocolUDP}}},
 	}}}
-	defaults.PodSpec(&pod.Spec)
+	podspec.Default(&pod.Spec)
 	errs := Pod(pod)
 	if !hasCause(errs, "spec.containers[1].ports[0].hostPort", field.ErrorTypeDuplicate) || len(errs) != 1 {
 		t.Errorf("want one Duplicate on spec.containers[1].ports[0].hostPort (8080/UDP is fine), got %v", errs)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 func podWithProbe(p *corev1.Probe, readiness bool) *corev1.Pod {
@@ -19,7 +20,7 @@ func podWithProbe(p *corev1.Probe, readiness bool) *corev1.Pod {
 		c.LivenessProbe = p
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
-	defaults.PodSpec(&pod.Spec)
+	podspec.Default(&pod.Spec)
 	return pod
 }
 
@@ -96,17 +97,5 @@ func TestServiceAndNames(t *testing.T) {
 	}
 	if errs := Namespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "Has.Dots"}}); len(errs) == 0 {
 		t.Fatal("namespace names are DNS-1123 labels")
-	}
-}
-
-func TestPullPolicyDefault(t *testing.T) {
-	for image, want := range map[string]corev1.PullPolicy{
-		"nginx": corev1.PullAlways, "nginx:latest": corev1.PullAlways, "nginx:1.25": corev1.PullIfNotPresent,
-		"localhost:5000/app": corev1.PullAlways, "localhost:5000/app:v1": corev1.PullIfNotPresent,
-		"nginx@sha256:0123": corev1.PullIfNotPresent,
-	} {
-		if got := defaults.PullPolicyFor(image); got != want {
-			t.Errorf("%s: %s, want %s", image, got, want)
-		}
 	}
 }

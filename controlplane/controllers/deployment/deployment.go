@@ -31,8 +31,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Annotations and condition reasons as upstream writes them, so kubectl rollout status/history work.
@@ -493,7 +493,7 @@ func (c *Controller) rolloutRecreate(ctx context.Context, d *appsv1.Deployment, 
 			return newRS, err
 		}
 		for _, p := range pods {
-			if metav1.IsControlledBy(p, rs) && !podutil.IsTerminal(p) {
+			if metav1.IsControlledBy(p, rs) && !podspec.IsTerminal(p.Status.Phase) {
 				return newRS, nil // an old pod still exists; its deletion event brings us back
 			}
 		}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 const (
@@ -186,7 +187,7 @@ func groupEndpoints(svc *v1.Service, pods []*v1.Pod) []*group {
 	byKey := map[string]*group{}
 	var order []string
 	for _, pod := range pods {
-		if podutil.IsTerminal(pod) || len(pod.Status.PodIPs) == 0 && pod.Status.PodIP == "" {
+		if podspec.IsTerminal(pod.Status.Phase) || len(pod.Status.PodIPs) == 0 && pod.Status.PodIP == "" {
 			continue
 		}
 		ips := pod.Status.PodIPs

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // LeaseNamespace holds the kubelets' heartbeat Leases, one per Node, named after it.
@@ -250,7 +251,7 @@ func (c *Controller) markPodsNotReady(ctx context.Context, nodeName string) {
 	for _, o := range objs {
 		p := o.(*v1.Pod)
 		cond := podutil.Condition(p, v1.PodReady)
-		if cond == nil || cond.Status != v1.ConditionTrue || podutil.IsTerminal(p) {
+		if cond == nil || cond.Status != v1.ConditionTrue || podspec.IsTerminal(p.Status.Phase) {
 			continue
 		}
 		upd := p.DeepCopy()
@@ -403,7 +404,7 @@ func (c *Controller) evictPods(ctx context.Context, nodeName string, now time.Ti
 	}
 	for _, o := range objs {
 		p := o.(*v1.Pod)
-		if p.DeletionTimestamp != nil || podutil.IsTerminal(p) {
+		if p.DeletionTimestamp != nil || podspec.IsTerminal(p.Status.Phase) {
 			continue
 		}
 		at, ok := c.evictAt(p, noExec, now)

@@ -1,4 +1,4 @@
-// Package podutil answers the pod questions several controllers ask: is it active, terminal, ready,
+// Package podutil answers the pod questions several controllers ask: is it active, ready,
 // and since when, and when does a ready pod count as available (Kubernetes pod lifecycle semantics).
 package podutil
 
@@ -6,16 +6,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-)
 
-// IsTerminal reports whether the pod has finished (phase Succeeded or Failed).
-func IsTerminal(p *v1.Pod) bool {
-	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
-}
+	"github.com/nodekit/nodekit/internal/podspec"
+)
 
 // IsActive reports whether the pod counts toward a controller's replicas: not finished and not being
 // deleted.
-func IsActive(p *v1.Pod) bool { return !IsTerminal(p) && p.DeletionTimestamp == nil }
+func IsActive(p *v1.Pod) bool {
+	return !podspec.IsTerminal(p.Status.Phase) && p.DeletionTimestamp == nil
+}
 
 // Condition returns the pod's condition of type t, or nil.
 func Condition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {

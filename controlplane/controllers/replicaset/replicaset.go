@@ -27,6 +27,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // burstReplicas caps pod creations or deletions per sync (upstream BurstReplicas).
@@ -260,7 +261,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, ow
 	}
 	var terminating int32
 	for _, p := range owned {
-		if p.DeletionTimestamp != nil && !podutil.IsTerminal(p) {
+		if p.DeletionTimestamp != nil && !podspec.IsTerminal(p.Status.Phase) {
 			terminating++
 		}
 	}

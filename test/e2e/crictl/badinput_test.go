@@ -10,7 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	fw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -87,7 +87,7 @@ func TestHostileArguments(t *testing.T) {
 	noImageField := writeFile(t, dir, "noimagefield.json", `{"metadata": {"name": "y"}, "linux": {}}`)
 	_, _, err = c.run("create", pod.SandboxID, noImageField, podFile)
 	oneLine(t, "create without image", err)
-	noName := writeFile(t, dir, "noname.json", fmt.Sprintf(`{"image": {"image": %q}, "linux": {}}`, images.DemoServerV1))
+	noName := writeFile(t, dir, "noname.json", fmt.Sprintf(`{"image": {"image": %q}, "linux": {}}`, bundled.DemoServerV1))
 	_, _, err = c.run("create", pod.SandboxID, noName, podFile)
 	oneLine(t, "create without metadata", err)
 	if _, cn := count(); cn != c1 {

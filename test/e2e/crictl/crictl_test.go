@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit/crictl"
-	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/images/bundled"
 	fw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -143,7 +143,7 @@ linux: {}
   "labels": {"io.kubernetes.pod.name": %q, "io.kubernetes.pod.namespace": %q, "tier": "web"},
   "log_path": "demo.log",
   "linux": {}
-}`, images.DemoServerV1, name, ns, name, ns))
+}`, bundled.DemoServerV1, name, ns, name, ns))
 	return podFile, ctrFile
 }
 
@@ -277,8 +277,8 @@ func TestLifecycle(t *testing.T) {
 			{[]string{"--state", "exited"}, false},
 			{[]string{"--label", "tier=web"}, true},
 			{[]string{"--label", "tier=db"}, false},
-			{[]string{"--image", images.DemoServerV1}, true},
-			{[]string{"--image", images.DemoServerV2}, false},
+			{[]string{"--image", bundled.DemoServerV1}, true},
+			{[]string{"--image", bundled.DemoServerV2}, false},
 			{[]string{"--namespace", ns}, true},
 			{[]string{"-a"}, true},
 			{[]string{"--latest"}, true},
@@ -289,7 +289,7 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("ps -q %v: listed=%v, want %v (%q)", tc.args, got, tc.want, out)
 			}
 		}
-		if out := c.must("ps", "-r"); !strings.Contains(out, images.DemoServerV1) {
+		if out := c.must("ps", "-r"); !strings.Contains(out, bundled.DemoServerV1) {
 			t.Errorf("ps --resolve-image-path does not show the image name:\n%s", out)
 		}
 	})
@@ -324,17 +324,17 @@ func TestLifecycle(t *testing.T) {
 				Size     string   `json:"size"`
 			} `json:"images"`
 		}
-		if err := json.Unmarshal([]byte(c.must("images", "-o", "json", images.DemoServerV1)), &list); err != nil {
+		if err := json.Unmarshal([]byte(c.must("images", "-o", "json", bundled.DemoServerV1)), &list); err != nil {
 			t.Fatal(err)
 		}
-		if len(list.Images) != 1 || list.Images[0].RepoTags[0] != images.DemoServerV1 || list.Images[0].Size == "0" {
-			t.Errorf("images -o json %s = %+v", images.DemoServerV1, list)
+		if len(list.Images) != 1 || list.Images[0].RepoTags[0] != bundled.DemoServerV1 || list.Images[0].Size == "0" {
+			t.Errorf("images -o json %s = %+v", bundled.DemoServerV1, list)
 		}
 		var st map[string]map[string]any
-		if err := yaml.Unmarshal([]byte(c.must("inspecti", "-o", "yaml", images.DemoServerV1)), &st); err != nil {
+		if err := yaml.Unmarshal([]byte(c.must("inspecti", "-o", "yaml", bundled.DemoServerV1)), &st); err != nil {
 			t.Fatal(err)
 		}
-		if tags, _ := st["status"]["repoTags"].([]any); len(tags) == 0 || tags[0] != images.DemoServerV1 {
+		if tags, _ := st["status"]["repoTags"].([]any); len(tags) == 0 || tags[0] != bundled.DemoServerV1 {
 			t.Errorf("inspecti -o yaml: %v", st)
 		}
 		if out := c.must("imagefsinfo"); !strings.Contains(out, "imageFilesystems") {
@@ -373,7 +373,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("pods -o yaml = %+v", pods)
 		}
 		out := c.must("inspect", "-o", "go-template", "--template", "{{.status.state}} {{.status.metadata.name}} {{.status.image.image}}", ctrID[:7])
-		if got := strings.TrimSpace(out); got != "CONTAINER_RUNNING demo "+images.DemoServerV1 {
+		if got := strings.TrimSpace(out); got != "CONTAINER_RUNNING demo "+bundled.DemoServerV1 {
 			t.Errorf("inspect -o go-template = %q", got)
 		}
 		var insp struct {
@@ -487,7 +487,7 @@ func TestLifecycle(t *testing.T) {
 		byFirst := map[byte]string{}
 		var pair [2]string
 		for i := 0; i < 17 && pair[0] == ""; i++ {
-			f := writeFile(t, t.TempDir(), "c.yaml", fmt.Sprintf("metadata: {name: extra%d}\nimage: {image: %s}\nlinux: {}\n", i, images.DemoServerV1))
+			f := writeFile(t, t.TempDir(), "c.yaml", fmt.Sprintf("metadata: {name: extra%d}\nimage: {image: %s}\nlinux: {}\n", i, bundled.DemoServerV1))
 			id := strings.TrimSpace(c.must("create", podID, f, podFile))
 			if other, ok := byFirst[id[0]]; ok {
 				pair = [2]string{other, id}
@@ -610,23 +610,23 @@ func TestForceRemoveAll(t *testing.T) {
 func TestImagesRemoveAndLoad(t *testing.T) {
 	rt := fw.Start(t, fw.Options{})
 	c := cli{t: t, ep: rt.Endpoint()}
-	if got := c.must("rmi", images.DemoServerV2); got != "Deleted: "+images.DemoServerV2+"\n" {
+	if got := c.must("rmi", bundled.DemoServerV2); got != "Deleted: "+bundled.DemoServerV2+"\n" {
 		t.Errorf("rmi printed %q", got)
 	}
-	if out := c.must("images", "-q", images.DemoServerV2); out != "" {
+	if out := c.must("images", "-q", bundled.DemoServerV2); out != "" {
 		t.Fatalf("image still listed after rmi: %q", out)
 	}
-	c.mustFail([]string{"rmi", images.DemoServerV2}, "no such image")
-	archive := filepath.Join(fw.ImagesDir(t), build.ArchiveName(images.DemoServerV2))
+	c.mustFail([]string{"rmi", bundled.DemoServerV2}, "no such image")
+	archive := filepath.Join(fw.ImagesDir(t), build.ArchiveName(bundled.DemoServerV2))
 	// With stderr on a terminal, load draws a progress bar there.
 	out, termShows := c.runStderrTTY("load", archive)
-	if !strings.Contains(out, "Loaded image: "+images.DemoServerV2+" (sha256:") {
+	if !strings.Contains(out, "Loaded image: "+bundled.DemoServerV2+" (sha256:") {
 		t.Errorf("load printed %q", out)
 	}
 	if ok, term := termShows(regexp.MustCompile(`demo-server-v2\.tar \[=+\] 100% [0-9.]+MB/[0-9.]+MB`)); !ok {
 		t.Errorf("load drew no complete progress bar on the terminal: %q", term)
 	}
-	if _, rows := tableRows(t, c.must("images", images.DemoServerV2)); len(rows) != 1 || rows[0][1] != "v2" {
+	if _, rows := tableRows(t, c.must("images", bundled.DemoServerV2)); len(rows) != 1 || rows[0][1] != "v2" {
 		t.Errorf("images after load: %v", rows)
 	}
 	c.mustFail([]string{"load", filepath.Join(t.TempDir(), "missing.tar")}, "missing.tar")
@@ -645,7 +645,7 @@ func TestImagesRemoveAndLoad(t *testing.T) {
 	c.must("rmi", "--prune")
 	_, rows = tableRows(t, c.must("images", "--pinned"))
 	for _, r := range rows {
-		if r[4] != "true" && r[0]+":"+r[1] != images.DemoServerV1 && r[0]+":"+r[1] != images.Pause {
+		if r[4] != "true" && r[0]+":"+r[1] != bundled.DemoServerV1 && r[0]+":"+r[1] != bundled.Pause {
 			t.Errorf("rmi --prune left an unused, unpinned image: %q", r)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/crictl"
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/images/registry"
 	"github.com/nodekit/nodekit/runtime/containerd"
 	fw "github.com/nodekit/nodekit/test/framework/containerd"
@@ -173,7 +173,7 @@ func TestStreamingAndMore(t *testing.T) {
 		if err := containerd.WriteRegistryHost(rt.Supervisor.RegistryConfigPath(), reg.Addr); err != nil {
 			t.Fatal(err)
 		}
-		ref := reg.Ref(images.DemoServerV2)
+		ref := reg.Ref(bundled.DemoServerV2)
 		// With stderr on a terminal, pull shows its progress (elapsed time; CRI reports no bytes).
 		stdout, termShows := c.runStderrTTY("pull", ref)
 		if !regexp.MustCompile(`^Image is up to date for sha256:[0-9a-f]{64}\n$`).MatchString(stdout) {

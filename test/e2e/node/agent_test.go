@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -184,7 +184,7 @@ func TestAgentBinary(t *testing.T) {
 	// kubelet server.
 	ns := "default"
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: randName("web-")}, Spec: v1.PodSpec{NodeName: nodeName,
-		Containers: []v1.Container{{Name: "web", Image: images.DemoServerV1, ImagePullPolicy: v1.PullNever,
+		Containers: []v1.Container{{Name: "web", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullNever,
 			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestAgentBinary(t *testing.T) {
 
 	// A static pod runs and its mirror pod shows its status.
 	os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n"+
-		"  - name: web\n    image: "+images.DemoServerV1+"\n    imagePullPolicy: Never\n"), 0o644)
+		"  - name: web\n    image: "+bundled.DemoServerV1+"\n    imagePullPolicy: Never\n"), 0o644)
 	mirrorName := "static-web-" + nodeName
 	t.Cleanup(func() { os.Remove(filepath.Join(manifests, "static.yaml")) })
 	waitFor(t, 60*time.Second, "static pod's mirror Running", func() (bool, string) {
@@ -320,7 +320,7 @@ func TestAgentManagedContainerd(t *testing.T) {
 			names[n] = true
 		}
 	}
-	for _, want := range images.All {
+	for _, want := range bundled.All {
 		if !names[want] {
 			t.Errorf("status.images lacks imported %s: %v", want, node.Status.Images)
 		}

@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/controlplane/controllers"
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
@@ -152,7 +152,7 @@ func (n *node) demoPod(name string, args ...string) *v1.Pod {
 		Spec: v1.PodSpec{
 			NodeName: n.name, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{
-				Name: "demo", Image: images.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent, Args: args,
+				Name: "demo", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent, Args: args,
 				Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "grpc", ContainerPort: 9090}},
 			}},
 		},

@@ -15,8 +15,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/runtime/containerd"
 	framework "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -93,9 +93,9 @@ func TestImportBadArchives(t *testing.T) {
 	ctx := context.Background()
 	// Each broken archive comes from a different image: blobs a failed import wrote stay in the content
 	// store (unreferenced, until containerd's GC), and would fill in a blob another archive lacks.
-	good := filepath.Join(framework.ImagesDir(t), build.ArchiveName(images.DemoServerV2))
-	other := filepath.Join(framework.ImagesDir(t), build.ArchiveName(images.DemoServerV1))
-	pause := filepath.Join(framework.ImagesDir(t), build.ArchiveName(images.Pause))
+	good := filepath.Join(framework.ImagesDir(t), build.ArchiveName(bundled.DemoServerV2))
+	other := filepath.Join(framework.ImagesDir(t), build.ArchiveName(bundled.DemoServerV1))
+	pause := filepath.Join(framework.ImagesDir(t), build.ArchiveName(bundled.Pause))
 	im, err := containerd.NewImporter(rt.Address())
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/runtime/containerd"
 	framework "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -23,7 +23,7 @@ func BenchmarkPodStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		sb := rt.SandboxConfig(fmt.Sprintf("bench-%d", i), framework.Namespace)
 		id, ip := rt.RunSandbox(b, sb)
-		rt.StartContainer(b, id, sb, framework.DemoContainerConfig("demo", images.DemoServerV1, sb, ip))
+		rt.StartContainer(b, id, sb, framework.DemoContainerConfig("demo", bundled.DemoServerV1, sb, ip))
 		framework.HTTPGet(b, "http://"+ip+":8080/healthz")
 		b.StopTimer()
 		if _, err := rt.CRI.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {

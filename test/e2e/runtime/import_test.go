@@ -9,8 +9,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/runtime/containerd"
 	framework "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -21,7 +21,7 @@ import (
 func TestImportProgress(t *testing.T) {
 	rt := framework.Start(t, framework.Options{SkipImport: true, NoNetwork: true})
 	ctx := context.Background()
-	file := filepath.Join(framework.ImagesDir(t), build.ArchiveName(images.DemoServerV2))
+	file := filepath.Join(framework.ImagesDir(t), build.ArchiveName(bundled.DemoServerV2))
 	fi, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestImportProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(imgs) != 1 || imgs[0].Name != images.DemoServerV2 || imgs[0].Digest != archiveDigest(t, images.DemoServerV2) {
+		if len(imgs) != 1 || imgs[0].Name != bundled.DemoServerV2 || imgs[0].Digest != archiveDigest(t, bundled.DemoServerV2) {
 			t.Errorf("round %d: imported %+v", round, imgs)
 		}
 		if len(reports) < 2 {
@@ -52,7 +52,7 @@ func TestImportProgress(t *testing.T) {
 			t.Errorf("round %d: last report %+v, want Done = %d", round, last, fi.Size())
 		}
 	}
-	st, err := rt.CRI.Image().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: images.DemoServerV2}})
+	st, err := rt.CRI.Image().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: bundled.DemoServerV2}})
 	if err != nil || st.Image == nil {
 		t.Fatalf("ImageStatus after import: %v %v", st, err)
 	}

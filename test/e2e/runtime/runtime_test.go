@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/images/registry"
 	"github.com/nodekit/nodekit/runtime/containerd"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -49,7 +49,7 @@ func TestPodLifecycle(t *testing.T) {
 	for _, img := range list.Images {
 		tags = append(tags, img.RepoTags...)
 	}
-	for _, ref := range images.All {
+	for _, ref := range bundled.All {
 		if !slices.Contains(tags, ref) {
 			t.Errorf("image %s not imported; CRI lists %v", ref, tags)
 		}
@@ -66,7 +66,7 @@ func TestPodLifecycle(t *testing.T) {
 	if _, err := os.Stat(netnsPath); err != nil {
 		t.Fatalf("sandbox netns %q: %v", netnsPath, err)
 	}
-	ctrID := rt.StartContainer(t, sbID, sb, framework.DemoContainerConfig("demo", images.DemoServerV1, sb, ip))
+	ctrID := rt.StartContainer(t, sbID, sb, framework.DemoContainerConfig("demo", bundled.DemoServerV1, sb, ip))
 
 	// runc keeps the container's state in this containerd's state dir, not the shared /run/containerd.
 	if _, err := os.Stat(filepath.Join(rt.Supervisor.Params().State, "runc", "k8s.io", ctrID, "state.json")); err != nil {
@@ -157,7 +157,7 @@ func TestRegistryPull(t *testing.T) {
 	if err := containerd.WriteRegistryHost(rt.Supervisor.RegistryConfigPath(), reg.Addr); err != nil {
 		t.Fatal(err)
 	}
-	ref := reg.Ref(images.DemoServerV2)
+	ref := reg.Ref(bundled.DemoServerV2)
 	resp, err := rt.CRI.Image().PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
 		t.Fatalf("PullImage %s: %v", ref, err)
@@ -167,7 +167,7 @@ func TestRegistryPull(t *testing.T) {
 		t.Fatalf("ImageStatus %s: %v %v", ref, st, err)
 	}
 	wantDigest := reg.Images[ref]
-	archiveDigest := archiveDigest(t, images.DemoServerV2)
+	archiveDigest := archiveDigest(t, bundled.DemoServerV2)
 	if wantDigest != archiveDigest {
 		t.Errorf("registry serves %s as %s, the archive holds %s", ref, wantDigest, archiveDigest)
 	}

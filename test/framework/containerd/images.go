@@ -21,7 +21,7 @@ var (
 	imagesErr  error
 )
 
-// BuildImages returns a directory holding the OCI archives of every bundled image (images.All), built
+// BuildImages returns a directory holding the OCI archives of every bundled image (bundled.All), built
 // from this source tree at most once per test binary. Archives are cached in
 // $TMPDIR/nodekit-images-<source hash> (hash of images/, go.mod, go.sum, Go version, arch — see
 // build.SourceHash), so later test binaries and runs reuse them; concurrent test binaries serialize on a

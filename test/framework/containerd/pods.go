@@ -16,7 +16,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 // Namespace is the Kubernetes namespace the helpers put pods in unless told otherwise.
@@ -58,12 +58,12 @@ func (r *Runtime) RunSandbox(t testing.TB, cfg *runtimeapi.PodSandboxConfig) (id
 	return resp.PodSandboxId, st.GetStatus().GetNetwork().GetIp()
 }
 
-// DemoContainerConfig returns a container config running image (images.DemoServerV1 when empty) with
+// DemoContainerConfig returns a container config running image (bundled.DemoServerV1 when empty) with
 // args, named name, logging to <name>.log in the sandbox's log directory, with the downward-API
 // variables POD_NAME, POD_NAMESPACE and POD_IP the demo server reports.
 func DemoContainerConfig(name, image string, sandbox *runtimeapi.PodSandboxConfig, podIP string, args ...string) *runtimeapi.ContainerConfig {
 	if image == "" {
-		image = images.DemoServerV1
+		image = bundled.DemoServerV1
 	}
 	return &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name},
@@ -108,15 +108,15 @@ type Pod struct {
 	LogPath string
 }
 
-// RunDemoPod runs a sandbox for pod name in Namespace and the demo server (images.DemoServerV1) in it
+// RunDemoPod runs a sandbox for pod name in Namespace and the demo server (bundled.DemoServerV1) in it
 // with args, and waits until its HTTP port 8080 answers (unless args move or delay it; then it returns
 // once the container started). It fails t on error. The runtime's Close removes the pod.
 func (r *Runtime) RunDemoPod(t testing.TB, name string, args ...string) *Pod {
 	t.Helper()
-	return r.RunPod(t, name, images.DemoServerV1, args...)
+	return r.RunPod(t, name, bundled.DemoServerV1, args...)
 }
 
-// RunPod is RunDemoPod with another demo image (e.g. images.DemoServerV2).
+// RunPod is RunDemoPod with another demo image (e.g. bundled.DemoServerV2).
 func (r *Runtime) RunPod(t testing.TB, name, image string, args ...string) *Pod {
 	t.Helper()
 	sb := r.SandboxConfig(name, Namespace)

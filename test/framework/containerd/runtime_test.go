@@ -10,7 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/nodekit/nodekit/images"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 // TestRuntimeHelpers runs the demo image v1 and v2 through the helpers, then closes the runtime and
@@ -29,11 +29,11 @@ func TestRuntimeHelpers(t *testing.T) {
 			r.Close()
 		}
 	})
-	if len(r.Images) != len(images.All) || r.Bridge == "" || !strings.HasPrefix(r.Subnet, "10.213.") {
+	if len(r.Images) != len(bundled.All) || r.Bridge == "" || !strings.HasPrefix(r.Subnet, "10.213.") {
 		t.Errorf("runtime: images %v bridge %q subnet %q", r.Images, r.Bridge, r.Subnet)
 	}
 	p1 := r.RunDemoPod(t, "one")
-	p2 := r.RunPod(t, "two", images.DemoServerV2)
+	p2 := r.RunPod(t, "two", bundled.DemoServerV2)
 	if b := HTTPGet(t, "http://"+p1.IP+":8080/"); !strings.HasPrefix(b, "demo-server v1 pod=one ") {
 		t.Errorf("pod one: %q", b)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Fields returns a pod's selectable fields (kube-apiserver's pod ToSelectableFields).
@@ -46,7 +47,8 @@ func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection) (m
 	}
 	s.PrepareCreateFn = func(_ context.Context, o runtime.Object) {
 		p := o.(*corev1.Pod)
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		p.Status.QOSClass = podspec.ComputeQOSClass(p)
 	}
 	s.GracefulDeleteFn = checkGracefulDelete
 	main, status, err := store.New(getter, store.Spec{
@@ -89,7 +91,7 @@ func checkGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.
 	if options.GracePeriodSeconds != nil {
 		period = *options.GracePeriodSeconds
 	}
-	if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if p.Spec.NodeName == "" || podspec.IsTerminal(p.Status.Phase) {
 		period = 0
 	}
 	if period < 0 {
@@ -97,31 +99,6 @@ func checkGracefulDelete(_ context.Context, obj runtime.Object, options *metav1.
 	}
 	options.GracePeriodSeconds = &period
 	return true
-}
-
-// qosClass is the pod's quality of service class (Guaranteed, Burstable, BestEffort), computed from the
-// containers' requests and limits as Kubernetes defines it.
-func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
-	any, guaranteed := false, true
-	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
-		if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
-			any = true
-		}
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			l, okl := c.Resources.Limits[r]
-			q, okq := c.Resources.Requests[r]
-			if !okl || (okq && q.Cmp(l) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return corev1.PodQOSBestEffort
-	case guaranteed:
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
 }
 
 // BindingREST is pods/binding: the scheduler's way of setting spec.nodeName exactly once.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // nodeLostReason is the pod status reason the node lifecycle controller sets on pods of an unreachable node.
@@ -113,7 +114,7 @@ func podRow(p *corev1.Pod) []any {
 
 	if p.DeletionTimestamp != nil && p.Status.Reason == nodeLostReason {
 		status = "Unknown"
-	} else if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	} else if p.DeletionTimestamp != nil && !podspec.IsTerminal(p.Status.Phase) {
 		status = "Terminating"
 	}
 

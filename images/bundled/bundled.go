@@ -1,11 +1,11 @@
-// Package images names the OCI images nodekit ships for offline nodes: the pod sandbox (pause) image and
+// Package bundled names the OCI images nodekit ships for offline nodes: the pod sandbox (pause) image and
 // the demo server used by examples and end-to-end tests. Their sources live in images/pause and
 // images/demo-server; images/build turns them into OCI image archives, which the runtime imports into
 // containerd's k8s.io namespace at agent start (the k3s airgap convention) and `nodekit registry` serves.
 //
 // This package only holds names so that low floors (runtime/) can refer to the images without
 // depending on the builder.
-package images
+package bundled
 
 const (
 	// Registry is the registry host of every bundled image. It resolves nowhere: the images reach
