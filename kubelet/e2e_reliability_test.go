@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/status"
@@ -211,5 +212,55 @@ func TestReadinessSurvivesRestart(t *testing.T) {
 	})
 	if b, a := containerStatus(slowBefore, "slow"), containerStatus(slowAfter, "slow"); a.ContainerID != b.ContainerID || a.RestartCount != 0 {
 		t.Errorf("slow container %s → %s (restarts %d)", b.ContainerID, a.ContainerID, a.RestartCount)
+	}
+}
+
+// podSandboxes lists the CRI sandboxes of a pod (all states).
+func (n *node) podSandboxes(uid types.UID) []*runtimeapi.PodSandbox {
+	n.t.Helper()
+	resp, err := n.rt.CRI.Runtime().ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{
+		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)}}})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return resp.Items
+}
+
+// TestExtraReadySandboxKilled: a second ready sandbox made for a running pod through CRI directly (as
+// a RunPodSandbox the kubelet gave up on, then finished by the runtime, leaves behind) is killed and the
+// pod converges to one ready sandbox, past both attempts, Running and Ready again.
+func TestExtraReadySandboxKilled(t *testing.T) {
+	n := newNode(t, false)
+	pod := n.create(n.demoPod("two-sandboxes"))
+	n.waitPod(pod.Name, 60*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	sbs := n.podSandboxes(pod.UID)
+	if len(sbs) != 1 {
+		t.Fatalf("%d sandboxes before, want 1", len(sbs))
+	}
+	cfg := n.rt.SandboxConfig(pod.Name, pod.Namespace)
+	cfg.Metadata.Uid, cfg.Metadata.Attempt = string(pod.UID), sbs[0].Metadata.Attempt+1
+	cfg.Labels["io.kubernetes.pod.uid"] = string(pod.UID)
+	extra, _ := n.rt.RunSandbox(t, cfg)
+
+	var readyIDs []string
+	await(t, 60*time.Second, "one ready sandbox", func() bool {
+		readyIDs = nil
+		for _, sb := range n.podSandboxes(pod.UID) {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				readyIDs = append(readyIDs, sb.Id)
+			}
+		}
+		return len(readyIDs) == 1 && readyIDs[0] != extra && readyIDs[0] != sbs[0].Id
+	})
+	p := n.waitPod(pod.Name, 60*time.Second, "Running and Ready in the new sandbox", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	for _, sb := range n.podSandboxes(pod.UID) {
+		if sb.Id == readyIDs[0] && sb.Metadata.Attempt != cfg.Metadata.Attempt+1 {
+			t.Errorf("new sandbox attempt %d, want %d (past both)", sb.Metadata.Attempt, cfg.Metadata.Attempt+1)
+		}
+	}
+	for _, c := range n.podContainers(string(p.UID)) {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.PodSandboxId != readyIDs[0] {
+			t.Errorf("container %s runs in sandbox %s, not the ready one %s", c.Id, c.PodSandboxId, readyIDs[0])
+		}
 	}
 }

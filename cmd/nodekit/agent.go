@@ -151,7 +151,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 			return err
 		}
 	}
-	var criOpts []cri.Option
+	criOpts := []cri.Option{cri.WithTimeout(kc.RuntimeRequestTimeout.Duration)}
 	if kc.ImageServiceEndpoint != "" {
 		criOpts = append(criOpts, cri.WithImageEndpoint(kc.ImageServiceEndpoint))
 	}

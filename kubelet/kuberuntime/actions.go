@@ -117,6 +117,13 @@ func hasAppContainerStatus(pod *v1.Pod, s *PodStatus) bool {
 func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy UnhealthyFunc) podActions {
 	a := podActions{ContainersToKill: map[string]killInfo{}}
 	ready := s.ReadySandbox()
+	if n := readySandboxes(s); n > 1 {
+		// As upstream: several ready sandboxes (one whose creation was given up on, then finished, or
+		// one made behind the kubelet's back) are reconciled by killing the pod and starting afresh.
+		m.log.Info("several ready sandboxes for the pod, killing them and creating one", "pod", pod.Namespace+"/"+pod.Name,
+			"podUID", pod.UID, "readySandboxes", n)
+		ready = nil
+	}
 	if ready != nil {
 		hostNet := ready.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 		if hostNet != pod.Spec.HostNetwork {
@@ -242,6 +249,17 @@ initLoop:
 		}
 	}
 	return a
+}
+
+// readySandboxes counts the pod's sandboxes in state SANDBOX_READY.
+func readySandboxes(s *PodStatus) int {
+	n := 0
+	for _, sb := range s.SandboxStatuses {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			n++
+		}
+	}
+	return n
 }
 
 // SyncResult is the outcome of SyncPod. Err joins every failure (with the container's Waiting reason);

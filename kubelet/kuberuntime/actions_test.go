@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"reflect"
@@ -42,7 +43,7 @@ var (
 func noUnhealthy(string) (FailedProbe, bool) { return "", false }
 
 func TestComputePodActions(t *testing.T) {
-	m := &Manager{}
+	m := &Manager{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	always := v1.ContainerRestartPolicyAlways
 	initPod := func(policy v1.RestartPolicy) *v1.Pod {
 		return testPod(policy, []v1.Container{{Name: "i1", Image: "img"}, {Name: "side", Image: "img", RestartPolicy: &always}, {Name: "i2", Image: "img"}}, "app")
@@ -70,6 +71,13 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", exited, 1, 0)}}
 			},
 			podActions{KillPod: true}},
+		{"two ready sandboxes: kill, one new sandbox past both", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				extra := readySandbox(1)
+				extra.Id = "sb-extra"
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{extra, readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 2, ContainersToStart: []int{0}}},
 		{"running and unchanged: nothing", testPod(v1.RestartPolicyAlways, nil, "a"),
 			func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
@@ -267,5 +275,66 @@ func TestPullAuths(t *testing.T) {
 	}
 	if got := pullAuths("busybox", []v1.Secret{secret}); len(got) != 1 || got[0] != nil {
 		t.Errorf("docker.io image got %+v", got)
+	}
+}
+
+// sandboxRecorder is a CRI runtime that records container and sandbox stops and sandbox creations;
+// RunPodSandbox fails after recording (the test ends there). Other calls are not expected.
+type sandboxRecorder struct {
+	runtimeapi.RuntimeServiceClient
+	stoppedContainers, stoppedSandboxes []string
+	runAttempts                         []uint32
+}
+
+func (r *sandboxRecorder) StopContainer(_ context.Context, in *runtimeapi.StopContainerRequest, _ ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	r.stoppedContainers = append(r.stoppedContainers, in.ContainerId)
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (r *sandboxRecorder) StopPodSandbox(_ context.Context, in *runtimeapi.StopPodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.StopPodSandboxResponse, error) {
+	r.stoppedSandboxes = append(r.stoppedSandboxes, in.PodSandboxId)
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+func (r *sandboxRecorder) RunPodSandbox(_ context.Context, in *runtimeapi.RunPodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+	r.runAttempts = append(r.runAttempts, in.GetConfig().GetMetadata().GetAttempt())
+	return nil, errors.New("fake runtime: no sandboxes made here")
+}
+
+type dnsHelper struct{ RuntimeHelper }
+
+func (dnsHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
+	return &runtimeapi.DNSConfig{}, nil
+}
+
+// TestSyncPodKillsExtraReadySandbox: a pod with two ready sandboxes has its container and both
+// sandboxes stopped, with upstream's SandboxChanged event, and one sandbox created with the attempt
+// after the newest.
+func TestSyncPodKillsExtraReadySandbox(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Name, pod.Namespace = "p", "default"
+	extra := readySandbox(3)
+	extra.Id = "sb-extra"
+	st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{extra, readySandbox(2)},
+		ContainerStatuses: []*ContainerStatus{ctr(pod, "app", running, 0, 0)}}
+	rt := &sandboxRecorder{}
+	rec := record.NewFakeRecorder(10)
+	m := &Manager{opts: Options{Runtime: rt, Recorder: rec, Helper: dnsHelper{}, PodLogsDir: t.TempDir()},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res := m.SyncPod(context.Background(), pod, st, nil)
+	if res.Err == nil {
+		t.Fatal("SyncPod: no error from the failing RunPodSandbox")
+	}
+	if !reflect.DeepEqual(rt.stoppedContainers, []string{st.ContainerStatuses[0].ID}) {
+		t.Errorf("stopped containers %v, want the running one", rt.stoppedContainers)
+	}
+	if !reflect.DeepEqual(rt.stoppedSandboxes, []string{"sb-extra", "sb"}) {
+		t.Errorf("stopped sandboxes %v, want both ready ones", rt.stoppedSandboxes)
+	}
+	if !reflect.DeepEqual(rt.runAttempts, []uint32{4}) {
+		t.Errorf("RunPodSandbox attempts %v, want one with attempt 4", rt.runAttempts)
+	}
+	if ev := <-rec.Events; ev != "Normal SandboxChanged Pod sandbox changed, it will be killed and re-created." {
+		t.Errorf("first event %q", ev)
 	}
 }
