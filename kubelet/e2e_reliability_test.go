@@ -2,6 +2,11 @@ package kubelet_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/status"
 	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 func podCondition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
@@ -261,6 +267,136 @@ func TestExtraReadySandboxKilled(t *testing.T) {
 	for _, c := range n.podContainers(string(p.UID)) {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.PodSandboxId != readyIDs[0] {
 			t.Errorf("container %s runs in sandbox %s, not the ready one %s", c.Id, c.PodSandboxId, readyIDs[0])
+		}
+	}
+}
+
+// netnsOf returns the network namespace path of a sandbox from the runtime's verbose status ("" when
+// the sandbox is gone or has none).
+func (n *node) netnsOf(id string) string {
+	st, err := n.rt.CRI.Runtime().PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return ""
+	}
+	var info struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct{ Type, Path string } `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	_ = json.Unmarshal([]byte(st.Info["info"]), &info)
+	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" {
+			return ns.Path
+		}
+	}
+	return ""
+}
+
+// TestSandboxFailuresHealAndLeaveNothing: with the CNI plugins missing, pods fail RunPodSandbox again
+// and again; once the plugins are installed they start (no kubelet restart, no "name is reserved"
+// loop), and afterwards the runtime has exactly one sandbox per pod and no network namespace nobody
+// uses is left.
+func TestSandboxFailuresHealAndLeaveNothing(t *testing.T) {
+	binDir := t.TempDir()
+	n := newNodeWith(t, false, containerd.Options{CNIBinDirs: []string{binDir}})
+	const count = 3
+	var pods []*v1.Pod
+	for i := 0; i < count; i++ {
+		pods = append(pods, n.create(n.demoPod(fmt.Sprintf("no-cni-%d", i))))
+	}
+	ctx := context.Background()
+	netns := map[string]string{} // every sandbox seen → its network namespace
+	seen := func() {
+		sbs, err := n.rt.CRI.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range sbs.Items {
+			if _, ok := netns[sb.Id]; !ok || netns[sb.Id] == "" {
+				netns[sb.Id] = n.netnsOf(sb.Id)
+			}
+		}
+	}
+	await(t, 120*time.Second, "three failed sandbox attempts per pod", func() bool {
+		seen()
+		for _, p := range pods {
+			failed := 0
+			for _, r := range n.events(p.Name) {
+				if r == "FailedCreatePodSandBox" {
+					failed++
+				}
+			}
+			if failed < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	paths := 0
+	for _, p := range netns {
+		if p != "" {
+			paths++
+		}
+	}
+	t.Logf("while the CNI plugins were missing: %d sandboxes seen, %d with a network namespace", len(netns), paths)
+	plugins, err := filepath.Glob("/usr/lib/cni/*")
+	if err != nil || len(plugins) == 0 {
+		t.Fatalf("no CNI plugins in /usr/lib/cni: %v", err)
+	}
+	for _, p := range plugins {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(binDir, filepath.Base(p)), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installed := time.Now()
+	for _, p := range pods {
+		n.waitPod(p.Name, 120*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	}
+	t.Logf("all %d pods Ready %v after the CNI plugins were installed", count, time.Since(installed).Round(time.Millisecond))
+	live := map[string]bool{}
+	var left []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seen()
+		left, live = nil, map[string]bool{}
+		for _, p := range pods {
+			sbs := n.podSandboxes(p.UID)
+			if len(sbs) != 1 {
+				left = append(left, fmt.Sprintf("%s: %d sandboxes", p.Name, len(sbs)))
+			}
+			for _, sb := range sbs {
+				if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+					live[netns[sb.Id]] = true
+				}
+			}
+		}
+		for _, p := range netns {
+			if _, err := os.Stat(p); p != "" && !live[p] && err == nil {
+				left = append(left, "network namespace "+p)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60s after the pods started, left behind: %v", left)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("nothing left %v after the CNI plugins were installed", time.Since(installed).Round(time.Millisecond))
+	list, err := n.client.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Message, "is reserved") {
+			t.Errorf("event %s on %s: %s (an attempt did not go past the existing sandboxes)", e.Reason, e.InvolvedObject.Name, e.Message)
 		}
 	}
 }

@@ -78,6 +78,13 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{extra, readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
 			},
 			podActions{KillPod: true, CreateSandbox: true, Attempt: 2, ContainersToStart: []int{0}}},
+		{"failed sandboxes listed without a creation time: the attempt goes past all", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				newest, failed := readySandbox(1), readySandbox(3)
+				newest.State, failed.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{newest, failed}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 4, ContainersToStart: []int{0}}},
 		{"running and unchanged: nothing", testPod(v1.RestartPolicyAlways, nil, "a"),
 			func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
@@ -282,8 +289,13 @@ func TestPullAuths(t *testing.T) {
 // RunPodSandbox fails after recording (the test ends there). Other calls are not expected.
 type sandboxRecorder struct {
 	runtimeapi.RuntimeServiceClient
-	stoppedContainers, stoppedSandboxes []string
-	runAttempts                         []uint32
+	stoppedContainers, stoppedSandboxes, removedSandboxes []string
+	runAttempts                                           []uint32
+}
+
+func (r *sandboxRecorder) RemovePodSandbox(_ context.Context, in *runtimeapi.RemovePodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.RemovePodSandboxResponse, error) {
+	r.removedSandboxes = append(r.removedSandboxes, in.PodSandboxId)
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 
 func (r *sandboxRecorder) StopContainer(_ context.Context, in *runtimeapi.StopContainerRequest, _ ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
@@ -336,5 +348,29 @@ func TestSyncPodKillsExtraReadySandbox(t *testing.T) {
 	}
 	if ev := <-rec.Events; ev != "Normal SandboxChanged Pod sandbox changed, it will be killed and re-created." {
 		t.Errorf("first event %q", ev)
+	}
+}
+
+// TestSyncPodRemovesFailedSandboxes: before a new sandbox is created, the pod's dead sandboxes that hold
+// no container (failed RunPodSandbox attempts) are stopped and removed; one holding the last instance
+// of a container stays (for its status and logs); the new attempt goes past all of them.
+func TestSyncPodRemovesFailedSandboxes(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Name, pod.Namespace = "p", "default"
+	old, failed := readySandbox(1), readySandbox(5)
+	old.Id, failed.Id = "old", "failed"
+	old.State, failed.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	dead := ctr(pod, "app", exited, 1, 0)
+	dead.SandboxID = "old"
+	st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{old, failed}, ContainerStatuses: []*ContainerStatus{dead}}
+	rt := &sandboxRecorder{}
+	m := &Manager{opts: Options{Runtime: rt, Recorder: record.NewFakeRecorder(10), Helper: dnsHelper{}, PodLogsDir: t.TempDir()},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	m.SyncPod(context.Background(), pod, st, nil)
+	if !reflect.DeepEqual(rt.stoppedSandboxes, []string{"failed"}) || !reflect.DeepEqual(rt.removedSandboxes, []string{"failed"}) {
+		t.Errorf("stopped %v, removed %v; want the failed sandbox only", rt.stoppedSandboxes, rt.removedSandboxes)
+	}
+	if !reflect.DeepEqual(rt.runAttempts, []uint32{6}) {
+		t.Errorf("RunPodSandbox attempts %v, want 6", rt.runAttempts)
 	}
 }
