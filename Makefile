@@ -4,11 +4,14 @@ GO ?= go
 BIN := bin/nodekit
 IMAGES_DIR ?= _output/images
 GOTEST_FLAGS ?= -count=1 -p 2 -timeout 28m
+# Upstream crictl, built from the module proxy outside the repo, for crictl's parity table.
+CRICTL_UPSTREAM_VERSION ?= v1.37.0
+CRICTL_UPSTREAM_DIR ?= /var/cache/nodekit/crictl-$(CRICTL_UPSTREAM_VERSION)
 # containerd 2.x built from the module proxy, cached outside the repo so CI can reuse it.
 CONTAINERD2_VERSION ?= v2.4.2
 CONTAINERD2_DIR ?= /var/cache/nodekit/containerd-$(CONTAINERD2_VERSION)
 
-.PHONY: all deps build images test test-containerd2 containerd2 up bench clean
+.PHONY: all deps build images test test-containerd2 containerd2 crictl-upstream-flags up bench clean
 
 all: build
 
@@ -40,6 +43,13 @@ containerd2:
 		github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD2_VERSION) \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD2_VERSION) \
 		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD2_VERSION)
+
+# Regenerates crictl/testdata/upstream-flags.txt (every command and flag of upstream crictl, which
+# crictl's TestUpstreamParity checks nodekit's crictl against) from the help of upstream crictl.
+crictl-upstream-flags:
+	@[ -x $(CRICTL_UPSTREAM_DIR)/bin/crictl ] || GOBIN=$(abspath $(CRICTL_UPSTREAM_DIR))/bin nice -n 10 \
+		$(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_UPSTREAM_VERSION)
+	CRICTL_VERSION=$(CRICTL_UPSTREAM_VERSION) hack/crictl-upstream-flags.sh $(CRICTL_UPSTREAM_DIR)/bin/crictl > crictl/testdata/upstream-flags.txt
 
 # One command to a running single-node cluster with the demo: the server and the agent (kubelet and proxy) under `nodekit up`
 # (Ctrl-C stops it, a rerun resumes; `bin/nodekit down --purge` removes everything). UP_FLAGS adds flags.

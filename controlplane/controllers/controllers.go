@@ -26,6 +26,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
+	"github.com/nodekit/nodekit/internal/podnet"
 )
 
 // Names of the controllers, for Options.Controllers.
@@ -48,11 +49,14 @@ const (
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
 	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner}
 
+// DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
+const DefaultNodeCIDRMaskSize = 24
+
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
 	// Controllers to run, by name (default: All).
 	Controllers []string
-	// ClusterCIDR is the range podCIDRs are cut from (default "10.244.0.0/16").
+	// ClusterCIDR is the range podCIDRs are cut from (default podnet.DefaultClusterCIDR, 10.244.0.0/16).
 	ClusterCIDR string
 	// NodeCIDRMaskSize is the prefix length of each Node's podCIDR (default 24).
 	NodeCIDRMaskSize int
@@ -79,10 +83,10 @@ func (o *Options) setDefaults() {
 		o.Controllers = All
 	}
 	if o.ClusterCIDR == "" {
-		o.ClusterCIDR = "10.244.0.0/16"
+		o.ClusterCIDR = podnet.DefaultClusterCIDR
 	}
 	if o.NodeCIDRMaskSize == 0 {
-		o.NodeCIDRMaskSize = 24
+		o.NodeCIDRMaskSize = DefaultNodeCIDRMaskSize
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2

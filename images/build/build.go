@@ -422,3 +422,27 @@ func tarDir(dir, file string) error {
 	}
 	return f.Close()
 }
+
+// Ensure builds the bundled images into dir when it holds no image archive (*.tar) and a nodekit
+// source tree is found from the working directory, so that the agents have images to import. With
+// archives in dir it does nothing; with no source tree either it logs a warning (pods then need their
+// images in containerd) and returns nil. log defaults to slog.Default().
+func Ensure(ctx context.Context, dir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(m) > 0 {
+		return nil
+	}
+	src, err := FindModuleDir(".")
+	if err != nil {
+		log.Warn("no image archives and no nodekit source tree to build them from: pods need their images in containerd", "images_dir", dir)
+		return nil
+	}
+	log.Info("building the bundled images", "source", src, "out", dir)
+	// Build logs one line per image built.
+	if _, err := Build(ctx, Options{ModuleDir: src, OutDir: dir, Logger: log}); err != nil {
+		return fmt.Errorf("building the bundled images into %s: %w", dir, err)
+	}
+	return nil
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/nodekit/nodekit/examples"
 	proxyipt "github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -303,7 +304,7 @@ func (u *upProc) waitExit(t *testing.T, timeout time.Duration) {
 // restConfig is the admin client config of e's data dir.
 func restConfig(t *testing.T, e *env) *rest.Config {
 	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.dataDir, "admin.kubeconfig"))
+	rc, err := clientcmd.BuildConfigFromFlags("", server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
