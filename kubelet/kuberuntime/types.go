@@ -23,13 +23,13 @@ type ContainerStatus struct {
 	// ID is the CRI container ID; Runtime the runtime name for "<runtime>://<id>" references.
 	ID, Runtime string
 	// SandboxID is the CRI ID of the sandbox the container belongs to.
-	SandboxID string
-	Name        string
-	State       runtimeapi.ContainerState
-	CreatedAt   time.Time
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	ExitCode    int32
+	SandboxID  string
+	Name       string
+	State      runtimeapi.ContainerState
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
 	// Image is the image as specified; ImageRef the resolved image ID; ImageID the digest reference.
 	Image, ImageRef string
 	Hash            string
