@@ -2,7 +2,6 @@ package kubelet_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -278,20 +277,7 @@ func (n *node) netnsOf(id string) string {
 	if err != nil {
 		return ""
 	}
-	var info struct {
-		RuntimeSpec struct {
-			Linux struct {
-				Namespaces []struct{ Type, Path string } `json:"namespaces"`
-			} `json:"linux"`
-		} `json:"runtimeSpec"`
-	}
-	_ = json.Unmarshal([]byte(st.Info["info"]), &info)
-	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" {
-			return ns.Path
-		}
-	}
-	return ""
+	return netnsFromInfo(st.Info["info"])
 }
 
 // TestSandboxFailuresHealAndLeaveNothing: with the CNI plugins missing, pods fail RunPodSandbox again

@@ -106,25 +106,24 @@ func (m *Manager) Run(ctx context.Context, period time.Duration, apiPod func(typ
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
-		var uids []types.UID
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			m.mu.Lock()
 			for uid := range m.statuses {
-				uids = append(uids, uid)
+				m.pending[uid] = true
 			}
-			clear(m.pending)
 			m.mu.Unlock()
 		case <-m.wake:
-			m.mu.Lock()
-			for uid := range m.pending {
-				uids = append(uids, uid)
-			}
-			clear(m.pending)
-			m.mu.Unlock()
 		}
+		m.mu.Lock()
+		uids := make([]types.UID, 0, len(m.pending))
+		for uid := range m.pending {
+			uids = append(uids, uid)
+		}
+		clear(m.pending)
+		m.mu.Unlock()
 		for _, uid := range uids {
 			api := apiPod(uid)
 			if api == nil {
