@@ -6,7 +6,8 @@
 //   - pod workers (kubelet/podworkers): one goroutine per pod, updates serialized per pod;
 //   - runtime manager (kubelet/kuberuntime): computePodActions and the CRI calls that carry them out;
 //   - PLEG (kubelet/pleg): relist of CRI sandboxes/containers plus CRI container events;
-//   - status manager (kubelet/status): API status generation and writes, final deletion;
+//   - status manager (kubelet/status): API status generation and writes, reconciliation with the API's
+//     copy, final deletion;
 //   - volumes (kubelet/volumes): emptyDir, hostPath, configMap, secret, downwardAPI, projected;
 //   - the probe hook (ProbeManager in this package; kubelet/prober implements it, kubelet/prober/results
 //     holds the probe types and results).

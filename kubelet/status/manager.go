@@ -1,7 +1,9 @@
 // Package status is the kubelet's status manager: it computes a pod's API status from its runtime
 // state (Generate) and writes it through the pods/status subresource only when it changed; for a
 // deleted pod whose containers have all stopped it completes the deletion (delete with grace period 0
-// and a UID precondition), as upstream's status manager does.
+// and a UID precondition), as upstream's status manager does. Run reconciles the API's copy of each pod
+// status with what the kubelet knows (every ReconcilePeriod and on watch updates) and writes it again
+// when someone else overwrote it.
 package status
 
 import (
