@@ -18,6 +18,7 @@ import (
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/runtime/containerd"
 )
 
 // Defaults of the settings that are not derived from the data dir.
@@ -71,7 +72,7 @@ type Config struct {
 	Token, CAHash string
 	// DisableProxy turns the service proxy off (--disable-proxy), when another kube-proxy serves the node.
 	DisableProxy bool
-	// ProxyMode is the service proxy's backend (--proxy-mode): iptables or ipvs.
+	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
 	ProxyMode proxy.Mode
 	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
 	// empty disables them.
@@ -114,8 +115,8 @@ type Paths struct {
 	// DataDir is Config.DataDir.
 	DataDir string
 	// Containerd is the managed containerd's directory (<DataDir>/containerd): config.toml, root,
-	// state, socket; ContainerdLog its log file in it.
-	Containerd, ContainerdLog string
+	// state, socket; ContainerdLog its log file and ContainerdSocket its gRPC socket in it.
+	Containerd, ContainerdLog, ContainerdSocket string
 	// Images holds the image archives imported at start (ImagesDir, default <DataDir>/images).
 	Images string
 	// CNI is nodekit-cni's IPAM store (<DataDir>/cni); CNIBin the plugin's install directory
@@ -148,6 +149,7 @@ func (c Config) Paths() Paths {
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 	}
 	p.ContainerdLog = filepath.Join(p.Containerd, "containerd.log")
+	p.ContainerdSocket = containerd.SocketPath(p.Containerd)
 	p.KubeletPKI = filepath.Join(p.KubeletRoot, "pki")
 	return p
 }

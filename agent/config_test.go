@@ -119,7 +119,8 @@ func TestBindFlagsErrorsNameTheFlag(t *testing.T) {
 func TestPaths(t *testing.T) {
 	c := Default()
 	c.DataDir = "/d"
-	want := Paths{DataDir: "/d", Containerd: "/d/containerd", ContainerdLog: "/d/containerd/containerd.log", Images: "/d/images",
+	want := Paths{DataDir: "/d", Containerd: "/d/containerd", ContainerdLog: "/d/containerd/containerd.log",
+		ContainerdSocket: "/d/containerd/containerd.sock", Images: "/d/images",
 		CNI: "/d/cni", CNIBin: "/d/cni/bin", Conflist: "/etc/cni/net.d/10-nodekit.conflist", KubeletRoot: "/d/kubelet", KubeletPKI: "/d/kubelet/pki"}
 	if got := c.Paths(); got != want {
 		t.Errorf("Paths() = %+v\nwant %+v", got, want)

@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/internal/cli"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 )
 
 // Flag names of the agent's own settings (the KubeletConfiguration flags are kubelet/config's).
 const (
-	FlagDataDir          = "data-dir"
+	FlagDataDir          = cli.FlagDataDir
 	FlagServer           = "server"
 	FlagKubeconfig       = "kubeconfig"
 	FlagNodeName         = "node-name"
@@ -56,7 +57,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 		"--kubeconfig yet, the agent joins with it (requests its client certificate) and writes --kubeconfig")
 	fs.StringVar(&c.CAHash, FlagCAHash, c.CAHash, "sha256:<hex> of the cluster CA's public key (printed by 'nodekit token create'; default $NODEKIT_CA_HASH); required with --token")
 	fs.BoolVar(&c.DisableProxy, FlagDisableProxy, c.DisableProxy, "do not run the service proxy (when another kube-proxy serves this node)")
-	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables or ipvs")
+	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables, ipvs or nftables")
 	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /healthz and /metrics; empty disables")
 	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
 }

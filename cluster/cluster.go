@@ -37,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -234,7 +235,8 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "agent")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{cfg.DataDir, lay.Logs, lay.Run, lay.NodeCredentials} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
@@ -311,30 +313,23 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, nil
 }
 
-func (c *Cluster) startComponent(name string, args []string, env []string) error {
-	return c.start(spec{name: name, command: name, dataDir: c.cfg.DataDir, args: args, env: env})
-}
-
-// spec is one child to start: `nodekit <argv> --log-json` (argv a component Config's Args()), or without
-// argv `nodekit <command> --data-dir <dataDir> --log-json <args>`, in network namespace netns (a name
-// under /run/netns, through `ip netns exec`) when set. name tags its logs and names its log and PID files.
+// spec is one child to start: `nodekit <argv> --log-json` (argv a component Config's Args()), in network
+// namespace netns (a name under /run/netns, entered with nsenter) when set. name tags its logs and names
+// its log and PID files.
 type spec struct {
-	name, command, dataDir, netns string
-	argv, args, env               []string
+	name, netns string
+	argv, env   []string
 }
 
 func (c *Cluster) start(s spec) error {
 	cfg := c.cfg
-	r, err := newRelay(filepath.Join(cfg.DataDir, "logs", s.name+".log"), s.name, cfg.ComponentLogs)
+	r, err := newRelay(LayoutOf(cfg.DataDir).LogFile(s.name), s.name, cfg.ComponentLogs)
 	if err != nil {
 		return err
 	}
 	c.relays = append(c.relays, r)
-	// Global flags first: every child logs JSON for the relay.
-	exe, full := cfg.Executable, append([]string{s.command, "--data-dir", s.dataDir, "--log-json"}, s.args...)
-	if s.argv != nil {
-		full = append(slices.Clone(s.argv), "--log-json")
-	}
+	// Every child logs JSON for the relay.
+	exe, full := cfg.Executable, append(slices.Clone(s.argv), cli.Flag(cli.FlagLogJSON))
 	if s.netns != "" {
 		// nsenter execs nodekit in place (the PID started is nodekit's) and, unlike `ip netns exec`,
 		// keeps the mount namespace: runc needs the host's /sys/fs/cgroup.
@@ -359,7 +354,7 @@ func (c *Config) server() server.Config {
 
 // startServer starts `nodekit server` for sc, tagged "server".
 func (c *Cluster) startServer(sc server.Config) error {
-	return c.start(spec{name: server.CommandName, command: server.CommandName, dataDir: sc.DataDir, args: sc.Args()})
+	return c.start(spec{name: server.CommandName, argv: sc.Args()})
 }
 
 // agentConfig is the agent of the cluster's node, with the node credentials in kubeconfig.
@@ -409,7 +404,7 @@ func (c *Cluster) writeNodeKubeconfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(c.cfg.DataDir, "agent")
+	dir := LayoutOf(c.cfg.DataDir).NodeCredentials
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", err
 	}

@@ -19,6 +19,9 @@ import (
 )
 
 // DownOptions says what Down removes.
+// FlagPurge is `nodekit down`'s flag for DownOptions.Purge.
+const FlagPurge = "purge"
+
 type DownOptions struct {
 	// DataDir is the cluster's data directory (as given to Up). Required.
 	DataDir string

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -133,7 +134,7 @@ func (c *LabConfig) complete() error {
 // after NotReadyTolerationSeconds.
 func (c *LabConfig) server(cfg Config) server.Config {
 	sc := cfg.server()
-	sc.DataDir = filepath.Join(cfg.DataDir, "server")
+	sc.DataDir = LayoutOf(cfg.DataDir).LabServer
 	sc.APIServer.AdvertiseAddress = cfg.APIBindAddress
 	sc.APIServer.DefaultTolerationSeconds = int64(c.NotReadyTolerationSeconds)
 	sc.Controllers.NodeMonitorGracePeriod = c.NodeMonitorGracePeriod
@@ -173,7 +174,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "server")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{lay.Logs, lay.Run, lay.LabServer} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
@@ -183,7 +185,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
 	for i := 1; i <= lc.Nodes+lc.JoinNodes; i++ {
 		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
-		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(cfg.DataDir, "nodes", name)}
+		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(lay.LabNodes, name)}
 		if i > lc.Nodes {
 			n.Join = true
 			n.JoinArgs = labAgent(cfg, n).FlagArgs()
@@ -486,7 +488,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 		errs = append(errs, terminate(st.UpPID, 2*time.Minute))
 	}
 	// Children a killed `lab up` left behind (their command lines name the lab's data dir).
-	pidFiles, _ := filepath.Glob(filepath.Join(dd, "run", "*.pid"))
+	pidFiles, _ := filepath.Glob(LayoutOf(dd).PIDFile("*"))
 	for _, f := range pidFiles {
 		if pid := readPID(f); pid != 0 && processUsesPrefix(pid, dd) {
 			log.Info("stopping component", "proc", strings.TrimSuffix(filepath.Base(f), ".pid"), "pid", pid)
@@ -496,7 +498,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 	for _, n := range st.Nodes {
 		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
 			log.Info("removing node", "node", n.Name)
-			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", "--purge", "--data-dir", n.DataDir).CombinedOutput()
+			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", cli.Flag(FlagPurge), cli.Flag(cli.FlagDataDir), n.DataDir).CombinedOutput()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("down in %s: %v: %s", n.Name, err, out))
 			}

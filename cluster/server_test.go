@@ -15,14 +15,14 @@ func TestServerArgs(t *testing.T) {
 	}
 	want := []string{"--bind-address=127.0.0.1", "--secure-port=16443", "--service-cluster-ip-range=10.97.0.0/16",
 		"--etcd-listen-client=127.0.0.1:12379", "--cluster-cidr=10.150.0.0/16"}
-	if got := up.server().Args(); !slices.Equal(got, want) {
+	if got := up.server().FlagArgs(); !slices.Equal(got, want) {
 		t.Errorf("up's server args = %q, want %q", got, want)
 	}
 	def := Config{DataDir: "/d", NodeName: "n"}
 	if err := def.complete(); err != nil {
 		t.Fatal(err)
 	}
-	if got := def.server().Args(); len(got) != 0 {
+	if got := def.server().FlagArgs(); len(got) != 0 {
 		t.Errorf("up's server args with the defaults = %q, want none", got)
 	}
 
@@ -40,7 +40,7 @@ func TestServerArgs(t *testing.T) {
 	}
 	want = []string{"--bind-address=172.30.0.1", "--advertise-address=172.30.0.1", "--default-not-ready-toleration-seconds=15",
 		"--node-monitor-grace-period=20s"}
-	if got := sc.Args(); !slices.Equal(got, want) {
+	if got := sc.FlagArgs(); !slices.Equal(got, want) {
 		t.Errorf("lab's server args = %q, want %q", got, want)
 	}
 }

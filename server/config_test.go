@@ -53,13 +53,16 @@ func TestArgsRoundTripThroughFlags(t *testing.T) {
 			[]string{"--secure-port=7443", "--cluster-cidr=10.42.0.0/16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := tc.cfg.Args()
+			args := tc.cfg.FlagArgs()
 			if !slices.Equal(args, tc.want) {
-				t.Fatalf("Args() = %q, want %q", args, tc.want)
+				t.Fatalf("FlagArgs() = %q, want %q", args, tc.want)
+			}
+			if full := tc.cfg.Args(); !slices.Equal(full, append([]string{CommandName, "--data-dir", tc.cfg.DataDir}, tc.want...)) {
+				t.Fatalf("Args() = %q, want the command, --data-dir %s and FlagArgs", full, tc.cfg.DataDir)
 			}
 			got, want := parse(t, args), tc.cfg.WithDefaults()
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("parsed Args() = %+v, want %+v", got, want)
+				t.Fatalf("parsed FlagArgs() = %+v, want %+v", got, want)
 			}
 		})
 	}

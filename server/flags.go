@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nodekit/nodekit/internal/cli"
 )
 
 // BindFlags registers `nodekit server`'s flags on fs, bound to c's fields, with c's current values
@@ -33,10 +35,16 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringSliceVar(&k.Controllers, "controllers", k.Controllers, "controllers to run (default: all)")
 }
 
-// Args returns the flags that make `nodekit server` run with c (zero settings taken as their
-// defaults), as "--name=value" in BindFlags' order, each flag whose value differs from its default
-// only. DataDir is not among them: it is the global --data-dir, which the caller passes.
+// Args returns the command line after `nodekit` that runs this server: CommandName, --data-dir, then
+// FlagArgs.
 func (c Config) Args() []string {
+	return append([]string{CommandName, cli.Flag(cli.FlagDataDir), c.DataDir}, c.FlagArgs()...)
+}
+
+// FlagArgs returns the flags that make `nodekit server` run with c (zero settings taken as their
+// defaults), as "--name=value" in BindFlags' order, each flag whose value differs from its default
+// only. DataDir is not among them: it is the global --data-dir (see Args).
+func (c Config) FlagArgs() []string {
 	bound := DefaultConfig(c.DataDir)
 	fs := pflag.NewFlagSet(CommandName, pflag.ContinueOnError)
 	fs.SortFlags = false

@@ -11,13 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/server"
 )
 
 // labDataDir is --data-dir, or /var/lib/nodekit-lab when it was not given (so a lab never shares the
 // single-node cluster's data).
 func labDataDir() string {
-	if root.PersistentFlags().Changed("data-dir") {
+	if root.PersistentFlags().Changed(cli.FlagDataDir) {
 		return globals.dataDir
 	}
 	return cluster.DefaultLabDataDir

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/internal/logging"
 )
 
@@ -41,9 +42,9 @@ var (
 
 func init() {
 	pf := root.PersistentFlags()
-	pf.StringVar(&globals.dataDir, "data-dir", cluster.DefaultDataDir, "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
-	pf.StringVar(&globals.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	pf.BoolVar(&globals.logJSON, "log-json", false, "write logs as JSON lines instead of key=value text")
+	pf.StringVar(&globals.dataDir, cli.FlagDataDir, cluster.DefaultDataDir, "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
+	pf.StringVar(&globals.logLevel, cli.FlagLogLevel, "info", "log level: debug, info, warn or error")
+	pf.BoolVar(&globals.logJSON, cli.FlagLogJSON, false, "write logs as JSON lines instead of key=value text")
 }
 
 // setupLogging installs the process-wide slog handler on stderr, klog (client-go, the apiserver

@@ -102,8 +102,11 @@ func tokenDeleteCmd() *cobra.Command {
 }
 
 // tokenClient is an API client on --kubeconfig (default the server's admin kubeconfig in --data-dir).
-func tokenClient() (kubernetes.Interface, error) {
-	path := tokenKubeconfig
+func tokenClient() (kubernetes.Interface, error) { return adminClient(tokenKubeconfig) }
+
+// adminClient is an API client on the kubeconfig at path (default the server's admin kubeconfig in
+// --data-dir).
+func adminClient(path string) (kubernetes.Interface, error) {
 	if path == "" {
 		path = server.Config{DataDir: globals.dataDir}.Paths().AdminKubeconfig
 	}

@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/images/build"
 	"github.com/nodekit/nodekit/internal/logging"
@@ -91,7 +91,7 @@ func bindUpFlags(f *pflag.FlagSet, cfg *cluster.Config) {
 // it has no archive and a nodekit source tree is found from the working directory (build.Ensure).
 func ensureImages(cmd *cobra.Command, dir, dataDir string) error {
 	if dir == "" {
-		dir = filepath.Join(dataDir, "images")
+		dir = agent.Config{DataDir: dataDir}.Paths().Images
 	}
 	return build.Ensure(cmd.Context(), dir, slog.Default())
 }

@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, bootstrap token cleaner and bootstrap signer controllers, each a small
+// CSR approving and signing, bootstrap token cleaner, bootstrap signer and root CA publisher controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -25,6 +25,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
+	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
 	"github.com/nodekit/nodekit/internal/podnet"
 )
@@ -43,11 +44,12 @@ const (
 	CSRSigning       = "csrsigning"
 	TokenCleaner     = "tokencleaner"
 	BootstrapSigner  = "bootstrapsigner"
+	RootCAPublisher  = "root-ca-cert-publisher"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -72,6 +74,11 @@ type Options struct {
 	// manager's --cluster-signing-cert-file/--cluster-signing-key-file). When nil, csrsigning is not
 	// started and says so in the log.
 	ClusterSigner certificates.Authority
+	// RootCA is the PEM CA bundle that verifies the API server, published as the kube-root-ca.crt
+	// ConfigMap of every namespace (kube-controller-manager's --root-ca-file). When empty it is the
+	// ClusterSigner's certificate if the signer has one (a CertificatePEM method, as pki.CA); when
+	// neither is set, root-ca-cert-publisher is not started and says so in the log.
+	RootCA []byte
 	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
 	ClusterSigningDuration time.Duration
 	// Logger (default slog.Default()).
@@ -93,6 +100,11 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if len(o.RootCA) == 0 {
+		if ca, ok := o.ClusterSigner.(interface{ CertificatePEM() []byte }); ok {
+			o.RootCA = ca.CertificatePEM()
+		}
 	}
 }
 
@@ -154,6 +166,12 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 				continue
 			}
 			r, err = certificates.NewSigner(client, factory, opts.ClusterSigner, opts.ClusterSigningDuration, log)
+		case RootCAPublisher:
+			if len(opts.RootCA) == 0 {
+				log.Warn("controller not started: no root CA configured", "controller", RootCAPublisher)
+				continue
+			}
+			r, err = rootcacertpublisher.New(client, factory, opts.RootCA, opts.ResyncPeriod, log)
 		case TokenCleaner:
 			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
 		case BootstrapSigner:

@@ -22,9 +22,6 @@ import (
 	"github.com/nodekit/nodekit/internal/certutil"
 )
 
-// Version is the Kubernetes API version nodekit's API server reports (the k8s.io/api it serves).
-const Version = "1.37.2"
-
 // Defaults of Options (kube-apiserver's).
 const (
 	DefaultBindAddress              = "0.0.0.0"

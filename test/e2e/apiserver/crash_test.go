@@ -113,7 +113,7 @@ func startServer(t *testing.T, bin, dataDir string, apiPort, etcdPort int) *exec
 	t.Helper()
 	sc := server.Config{DataDir: dataDir, APIServer: apiserver.Options{BindAddress: "127.0.0.1", Port: apiPort},
 		Etcd: etcd.Config{ClientAddr: "127.0.0.1:" + strconv.Itoa(etcdPort)}}
-	cmd := exec.Command(bin, append([]string{"--data-dir", dataDir, server.CommandName}, sc.Args()...)...)
+	cmd := exec.Command(bin, sc.Args()...)
 	logf, err := os.Create(filepath.Join(dataDir, "server.log"))
 	if err != nil {
 		t.Fatal(err)

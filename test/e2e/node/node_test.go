@@ -157,7 +157,7 @@ registerWithTaints:
 		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddr)
 	}
 	ni := node.Status.NodeInfo
-	if ni.ContainerRuntimeVersion != "containerd://"+ver.RuntimeVersion || ni.KubeletVersion != version.KubernetesVersion ||
+	if ni.ContainerRuntimeVersion != "containerd://"+ver.RuntimeVersion || ni.KubeletVersion != version.Version ||
 		ni.KernelVersion != machine.KernelVersion || ni.OSImage != machine.OSImage || ni.OSImage == "" || ni.BootID == "" ||
 		ni.OperatingSystem != "linux" || ni.Architecture != runtime.GOARCH {
 		t.Errorf("nodeInfo = %+v (runtime %s %s)", ni, ver.RuntimeName, ver.RuntimeVersion)

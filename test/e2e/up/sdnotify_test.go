@@ -49,7 +49,7 @@ func TestServerNotifiesSystemd(t *testing.T) {
 	dataDir := filepath.Join(dir, "data")
 	sc := server.Config{DataDir: dataDir, APIServer: apiserver.Options{BindAddress: "127.0.0.1", AdvertiseAddress: "127.0.0.1",
 		Port: freePort(t)}, Etcd: etcd.Config{ClientAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))}}
-	cmd := exec.Command(filepath.Join(bin, "nodekit"), append([]string{server.CommandName, "--data-dir", dataDir}, sc.Args()...)...)
+	cmd := exec.Command(filepath.Join(bin, "nodekit"), sc.Args()...)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	stderr := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
@@ -323,7 +324,7 @@ func (e *env) client(t *testing.T) kubernetes.Interface {
 
 func (e *env) cri(t *testing.T) *cri.Client {
 	t.Helper()
-	c, err := cri.Dial(context.Background(), "unix://"+filepath.Join(e.dataDir, "containerd", "containerd.sock"))
+	c, err := cri.Dial(context.Background(), "unix://"+agent.Config{DataDir: e.dataDir}.Paths().ContainerdSocket)
 	if err != nil {
 		t.Fatal(err)
 	}
