@@ -93,7 +93,12 @@ func (n *node) sandboxNetNS(id string) string {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	// containerd reports the sandbox's OCI spec; its network namespace entry names the netns path.
+	return netnsFromInfo(st.Info["info"])
+}
+
+// netnsFromInfo reads the network namespace path from containerd's verbose sandbox info (its OCI spec's
+// network namespace entry), "" when there is none.
+func netnsFromInfo(verbose string) string {
 	var info struct {
 		RuntimeSpec struct {
 			Linux struct {
@@ -101,7 +106,7 @@ func (n *node) sandboxNetNS(id string) string {
 			} `json:"linux"`
 		} `json:"runtimeSpec"`
 	}
-	_ = json.Unmarshal([]byte(st.Info["info"]), &info)
+	_ = json.Unmarshal([]byte(verbose), &info)
 	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
 		if ns.Type == "network" {
 			return ns.Path
