@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, Deployment, DaemonSet, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner and bootstrap signer controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
+	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
@@ -42,11 +43,12 @@ const (
 	CSRSigning       = "csrsigning"
 	TokenCleaner     = "tokencleaner"
 	BootstrapSigner  = "bootstrapsigner"
+	DaemonSet        = "daemonset"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, DaemonSet}
 
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
@@ -154,6 +156,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
 		case BootstrapSigner:
 			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
+		case DaemonSet:
+			r, err = daemonset.New(client, factory, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -5,6 +5,8 @@ package controllertest
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"io"
 	"log/slog"
 	"reflect"
@@ -80,6 +82,21 @@ func StatusSubresource(client *fake.Clientset, resources ...string) {
 				return true, nil, err
 			}
 			return true, merged, nil
+		})
+	}
+}
+
+// GenerateNames makes client's creates of the given resources fill metadata.name from generateName
+// with a counter suffix, as the API server does (the fake tracker does not).
+func GenerateNames(client *fake.Clientset, resources ...string) {
+	var seq atomic.Int32
+	for _, res := range resources {
+		client.PrependReactor("create", res, func(action k8stesting.Action) (bool, runtime.Object, error) {
+			m, err := meta.Accessor(action.(k8stesting.CreateAction).GetObject())
+			if err == nil && m.GetName() == "" && m.GetGenerateName() != "" {
+				m.SetName(m.GetGenerateName() + strconv.Itoa(int(seq.Add(1))))
+			}
+			return false, nil, nil
 		})
 	}
 }
