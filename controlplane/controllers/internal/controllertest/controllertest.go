@@ -5,11 +5,11 @@ package controllertest
 
 import (
 	"context"
-	"strconv"
-	"sync/atomic"
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
