@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, Deployment, DaemonSet, Job, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner and bootstrap signer controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
+	"github.com/nodekit/nodekit/controlplane/controllers/job"
 	"github.com/nodekit/nodekit/controlplane/controllers/namespace"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
@@ -44,11 +45,12 @@ const (
 	TokenCleaner     = "tokencleaner"
 	BootstrapSigner  = "bootstrapsigner"
 	DaemonSet        = "daemonset"
+	Job              = "job"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, DaemonSet}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, DaemonSet, Job}
 
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
@@ -158,6 +160,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
 		case DaemonSet:
 			r, err = daemonset.New(client, factory, log)
+		case Job:
+			r, err = job.New(client, factory, nil, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)
