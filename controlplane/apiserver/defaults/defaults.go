@@ -61,7 +61,6 @@ func Register(s *runtime.Scheme) {
 		}
 		JobSpec(&j.Spec)
 	})
-	s.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(o any) { CronJob(o.(*batchv1.CronJob)) })
 }
 
 // JobSpec defaults a Job spec as kube-apiserver does: completions and parallelism 1 when both are
@@ -99,26 +98,6 @@ func JobSpec(s *batchv1.JobSpec) {
 		}
 	}
 	podspec.Default(&s.Template.Spec)
-}
-
-// CronJob defaults concurrencyPolicy Allow, suspend false, successfulJobsHistoryLimit 3,
-// failedJobsHistoryLimit 1 and the job template's pod template (its Job fields are defaulted when
-// the controller creates the Job).
-func CronJob(cj *batchv1.CronJob) {
-	s := &cj.Spec
-	if s.ConcurrencyPolicy == "" {
-		s.ConcurrencyPolicy = batchv1.AllowConcurrent
-	}
-	if s.Suspend == nil {
-		s.Suspend = ptr.To(false)
-	}
-	if s.SuccessfulJobsHistoryLimit == nil {
-		s.SuccessfulJobsHistoryLimit = ptr.To[int32](3)
-	}
-	if s.FailedJobsHistoryLimit == nil {
-		s.FailedJobsHistoryLimit = ptr.To[int32](1)
-	}
-	podspec.Default(&s.JobTemplate.Spec.Template.Spec)
 }
 
 // Service defaults type ClusterIP, sessionAffinity None, port protocol TCP, targetPort = port, and the

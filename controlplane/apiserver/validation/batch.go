@@ -3,10 +3,7 @@ package validation
 import (
 	"fmt"
 	"maps"
-	"time"
-	_ "time/tzdata" // CronJob time zones must resolve without the host's zoneinfo
 
-	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -128,65 +125,4 @@ func JobUpdate(j, old *batchv1.Job) field.ErrorList {
 		errs = append(errs, apivalidation.ValidateImmutableField(f.new, f.old, specPath.Child(f.name))...)
 	}
 	return errs
-}
-
-// CronJob validates a batch/v1 CronJob: the name (at most 52 characters, so the Jobs it names with a
-// timestamp suffix stay within 63), a schedule the standard cron parser accepts (with the @every/@daily
-// descriptors; no TZ= or CRON_TZ= prefix, timeZone is the field for that), a timeZone the tz database
-// knows, concurrencyPolicy, startingDeadlineSeconds and the history limits non-negative, and the job
-// template's spec.
-func CronJob(cj *batchv1.CronJob) field.ErrorList {
-	errs := Subdomain(&cj.ObjectMeta)
-	if len(cj.Name) > 52 {
-		errs = append(errs, field.Invalid(metaPath.Child("name"), cj.Name, "must be no more than 52 characters"))
-	}
-	errs = append(errs, cronSchedule(cj.Spec.Schedule, specPath.Child("schedule"))...)
-	if tz := cj.Spec.TimeZone; tz != nil {
-		if _, err := time.LoadLocation(*tz); err != nil || *tz == "" || *tz == "Local" {
-			errs = append(errs, field.Invalid(specPath.Child("timeZone"), *tz, "unknown time zone"))
-		}
-	}
-	switch cj.Spec.ConcurrencyPolicy {
-	case batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent:
-	default:
-		errs = append(errs, field.NotSupported(specPath.Child("concurrencyPolicy"), cj.Spec.ConcurrencyPolicy,
-			[]string{string(batchv1.AllowConcurrent), string(batchv1.ForbidConcurrent), string(batchv1.ReplaceConcurrent)}))
-	}
-	for _, v := range []struct {
-		name string
-		val  *int32
-	}{{"successfulJobsHistoryLimit", cj.Spec.SuccessfulJobsHistoryLimit}, {"failedJobsHistoryLimit", cj.Spec.FailedJobsHistoryLimit}} {
-		if v.val != nil && *v.val < 0 {
-			errs = append(errs, field.Invalid(specPath.Child(v.name), *v.val, "must be greater than or equal to 0"))
-		}
-	}
-	if d := cj.Spec.StartingDeadlineSeconds; d != nil && *d < 0 {
-		errs = append(errs, field.Invalid(specPath.Child("startingDeadlineSeconds"), *d, "must be greater than or equal to 0"))
-	}
-	jt := specPath.Child("jobTemplate")
-	errs = append(errs, metav1validation.ValidateLabels(cj.Spec.JobTemplate.Labels, jt.Child("metadata", "labels"))...)
-	if cj.Spec.JobTemplate.Spec.ManualSelector == nil || !*cj.Spec.JobTemplate.Spec.ManualSelector {
-		if cj.Spec.JobTemplate.Spec.Selector != nil {
-			errs = append(errs, field.Invalid(jt.Child("spec", "selector"), cj.Spec.JobTemplate.Spec.Selector, "`selector` will be auto-generated"))
-		}
-	}
-	errs = append(errs, JobSpec(&cj.Spec.JobTemplate.Spec, jt.Child("spec"))...)
-	return errs
-}
-
-// CronParser parses a CronJob schedule as the CronJob controller does: five fields (minute, hour,
-// day of month, month, day of week) or a descriptor such as @hourly or @every 5m.
-var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-func cronSchedule(s string, p *field.Path) field.ErrorList {
-	if s == "" {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	if len(s) >= 3 && (s[:3] == "TZ=" || (len(s) >= 8 && s[:8] == "CRON_TZ=")) {
-		return field.ErrorList{field.Invalid(p, s, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead")}
-	}
-	if _, err := CronParser.Parse(s); err != nil {
-		return field.ErrorList{field.Invalid(p, s, err.Error())}
-	}
-	return nil
 }

@@ -1,4 +1,5 @@
-// Package batch is batch/v1: jobs and cronjobs, each with /status. A Job created without
+// Package batch is batch/v1: jobs, with /status (cronjobs are not served until their controller
+// lands: an API nothing acts on would accept objects and ignore them). A Job created without
 // spec.manualSelector gets the selector and pod template labels kube-apiserver's job strategy
 // generates (batch.kubernetes.io/controller-uid=<uid>, batch.kubernetes.io/job-name=<name> and their
 // legacy unprefixed forms), so the Job controller finds exactly its own pods.
@@ -6,7 +7,6 @@ package batch
 
 import (
 	"strconv"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,14 +49,6 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	m["jobs"], m["jobs/status"] = main, status
-	cj := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.CronJob(o.(*batchv1.CronJob)) })
-	main, status, err = store.New(getter, store.Spec{Resource: batchv1.Resource("cronjobs"), Singular: "cronjob",
-		ShortNames: []string{"cj"}, Categories: []string{"all"}, NewFunc: func() runtime.Object { return &batchv1.CronJob{} },
-		NewList: func() runtime.Object { return &batchv1.CronJobList{} }, Strategy: cj, Table: cronJobTable})
-	if err != nil {
-		return nil, err
-	}
-	m["cronjobs"], m["cronjobs/status"] = main, status
 	return m, nil
 }
 
@@ -128,27 +120,6 @@ func jobStatus(j *batchv1.Job) string {
 		}
 	}
 	return status
-}
-
-var cronJobTable = store.Table{
-	Columns: []metav1.TableColumnDefinition{
-		{Name: "Schedule", Type: "string", Description: "the cron schedule"},
-		{Name: "Timezone", Type: "string", Description: "the schedule's time zone"},
-		{Name: "Suspend", Type: "boolean", Description: "whether scheduling is suspended"},
-		{Name: "Active", Type: "integer", Description: "running Jobs"},
-		{Name: "Last Schedule", Type: "string", Description: "time since the last scheduled Job"},
-	},
-	Cells: func(o runtime.Object) []any {
-		cj := o.(*batchv1.CronJob)
-		tz, last := "<none>", "<none>"
-		if cj.Spec.TimeZone != nil {
-			tz = *cj.Spec.TimeZone
-		}
-		if t := cj.Status.LastScheduleTime; t != nil {
-			last = store.Since(*t)
-		}
-		return []any{strings.TrimSpace(cj.Spec.Schedule), tz, cj.Spec.Suspend != nil && *cj.Spec.Suspend, int64(len(cj.Status.Active)), last}
-	},
 }
 
 func deref(p *int32) int32 {
