@@ -4,11 +4,28 @@ GO ?= go
 BIN := bin/nodekit
 IMAGES_DIR ?= _output/images
 GOTEST_FLAGS ?= -count=1 -p 2 -timeout 28m
+# Upstream crictl, built from the module proxy outside the repo, for crictl's parity table.
+CRICTL_UPSTREAM_VERSION ?= v1.37.0
+CRICTL_UPSTREAM_DIR ?= /var/cache/nodekit/crictl-$(CRICTL_UPSTREAM_VERSION)
 # containerd 2.x built from the module proxy, cached outside the repo so CI can reuse it.
 CONTAINERD2_VERSION ?= v2.4.2
 CONTAINERD2_DIR ?= /var/cache/nodekit/containerd-$(CONTAINERD2_VERSION)
+# The version stamped into every binary (version/ and k8s.io/component-base/version, which client-go's
+# User-Agent reads): the Kubernetes release followed, "+nodekit" and the commit, e.g.
+# v1.37.2+nodekit.0123456789ab (.dirty with uncommitted changes). A plain `go build` reports
+# v1.37.2+nodekit.
+KUBE_VERSION := $(shell sed -n 's/^const KubernetesVersion = "\(.*\)"/\1/p' version/version.go)
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TREE_STATE := $(if $(GIT_COMMIT),$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),dirty,clean))
+VERSION ?= $(KUBE_VERSION)+nodekit$(if $(GIT_COMMIT),.$(shell git rev-parse --short=12 HEAD))$(if $(filter dirty,$(GIT_TREE_STATE)),.dirty)
+BUILD_DATE := $(shell TZ=UTC git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null || echo 1970-01-01T00:00:00Z)
+KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+LDFLAGS := $(foreach v,version.Version=$(VERSION) version.GitCommit=$(GIT_COMMIT) version.GitTreeState=$(GIT_TREE_STATE) \
+	version.BuildDate=$(BUILD_DATE),-X github.com/nodekit/nodekit/$(v)) \
+	$(foreach v,gitVersion=$(VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) gitCommit=$(GIT_COMMIT) gitTreeState=$(GIT_TREE_STATE) \
+	buildDate=$(BUILD_DATE),-X k8s.io/component-base/version.$(v))
 
-.PHONY: all deps build images test test-containerd2 containerd2 up bench clean
+.PHONY: all deps build images test test-containerd2 containerd2 crictl-upstream-flags up bench conformance clean
 
 all: build
 
@@ -16,9 +33,9 @@ deps:
 	@hack/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN) ./cmd/nodekit
-	$(GO) build -o bin/nodekit-cni ./cmd/nodekit-cni
-	$(GO) build -o bin/crictl ./cmd/crictl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodekit
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/nodekit-cni ./cmd/nodekit-cni
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/crictl ./cmd/crictl
 
 images: build
 	$(BIN) images build --out $(IMAGES_DIR)
@@ -41,6 +58,13 @@ containerd2:
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD2_VERSION) \
 		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD2_VERSION)
 
+# Regenerates crictl/testdata/upstream-flags.txt (every command and flag of upstream crictl, which
+# crictl's TestUpstreamParity checks nodekit's crictl against) from the help of upstream crictl.
+crictl-upstream-flags:
+	@[ -x $(CRICTL_UPSTREAM_DIR)/bin/crictl ] || GOBIN=$(abspath $(CRICTL_UPSTREAM_DIR))/bin nice -n 10 \
+		$(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_UPSTREAM_VERSION)
+	CRICTL_VERSION=$(CRICTL_UPSTREAM_VERSION) hack/crictl-upstream-flags.sh $(CRICTL_UPSTREAM_DIR)/bin/crictl > crictl/testdata/upstream-flags.txt
+
 # One command to a running single-node cluster with the demo: the server and the agent (kubelet and proxy) under `nodekit up`
 # (Ctrl-C stops it, a rerun resumes; `bin/nodekit down --purge` removes everything). UP_FLAGS adds flags.
 up: deps images
@@ -48,6 +72,11 @@ up: deps images
 
 bench: deps build
 	bench/run.sh
+
+# The upstream conformance suite (e2e.test of k8s.io/kubernetes v1.37.2) against a two-node lab; FOCUS,
+# SKIP, WALL_MINUTES, PROCS and more are read from the environment (docs/conformance.md).
+conformance: deps
+	hack/conformance/run.sh
 
 clean:
 	rm -rf bin _output

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,8 +31,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	nodeutil "k8s.io/component-helpers/node/util"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/server"
 )
 
 // Config describes the single-node cluster. Zero values take the documented defaults (those of the
@@ -51,7 +58,7 @@ type Config struct {
 	// EtcdClientAddr is the embedded etcd's client address (default 127.0.0.1:2379).
 	EtcdClientAddr string
 	// ServiceCIDR is the ClusterIP range (default 10.96.0.0/12); ClusterCIDR the pod network the node's
-	// podCIDR is cut from (default 10.244.0.0/16).
+	// podCIDR is cut from (default agent.DefaultClusterCIDR).
 	ServiceCIDR, ClusterCIDR string
 	// KubeletAddress and KubeletPort: the kubelet server (default 0.0.0.0:10250).
 	KubeletAddress string
@@ -127,25 +134,26 @@ func (c *Config) complete() error {
 			*s = v
 		}
 	}
-	def(&c.APIBindAddress, "0.0.0.0")
-	def(&c.EtcdClientAddr, "127.0.0.1:2379")
-	def(&c.ServiceCIDR, "10.96.0.0/12")
-	def(&c.ClusterCIDR, "10.244.0.0/16")
-	def(&c.KubeletAddress, "0.0.0.0")
-	def(&c.ProxyMetricsAddr, "127.0.0.1:10249")
-	def(&c.ImagesDir, filepath.Join(c.DataDir, "images"))
-	def(&c.CNIConfDir, "/etc/cni/net.d")
-	def(&c.PodLogsDir, "/var/log/pods")
+	def(&c.APIBindAddress, server.DefaultBindAddress)
+	def(&c.EtcdClientAddr, server.DefaultEtcdClientAddr)
+	def(&c.ServiceCIDR, server.DefaultServiceCIDR)
+	def(&c.ClusterCIDR, server.DefaultClusterCIDR)
+	ad := agent.Default()
+	def(&c.KubeletAddress, ad.Kubelet.Address)
+	def(&c.ProxyMetricsAddr, ad.ProxyMetricsAddr)
+	def(&c.ImagesDir, agent.Config{DataDir: c.DataDir}.Paths().Images)
+	def(&c.CNIConfDir, ad.CNIConfDir)
+	def(&c.PodLogsDir, ad.Kubelet.PodLogsDir)
 	for _, cidr := range []struct{ field, v string }{{"ServiceCIDR", c.ServiceCIDR}, {"ClusterCIDR", c.ClusterCIDR}} {
 		if _, _, err := net.ParseCIDR(cidr.v); err != nil {
 			return fmt.Errorf("cluster: %s %q: %w", cidr.field, cidr.v, err)
 		}
 	}
 	if c.APIPort == 0 {
-		c.APIPort = 6443
+		c.APIPort = server.DefaultSecurePort
 	}
 	if c.KubeletPort == 0 {
-		c.KubeletPort = 10250
+		c.KubeletPort = int(ad.Kubelet.Port)
 	}
 	if c.APITimeout == 0 {
 		c.APITimeout = 2 * time.Minute
@@ -193,7 +201,8 @@ func statePath(dataDir string) string { return filepath.Join(dataDir, "cluster.j
 
 // ReadState loads <dataDir>/cluster.json; a missing file gives the defaults Up would have used.
 func ReadState(dataDir string) (State, error) {
-	st := State{CNIConfDir: "/etc/cni/net.d", PodLogsDir: "/var/log/pods"}
+	ad := agent.Default()
+	st := State{CNIConfDir: ad.CNIConfDir, PodLogsDir: ad.Kubelet.PodLogsDir}
 	b, err := os.ReadFile(statePath(dataDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
@@ -226,7 +235,8 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "agent")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{cfg.DataDir, lay.Logs, lay.Run, lay.NodeCredentials} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
@@ -240,7 +250,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.WriteFile(statePath(cfg.DataDir), append(b, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "admin.kubeconfig")}
+	c := &Cluster{cfg: cfg, AdminKubeconfig: cfg.server().Paths().AdminKubeconfig}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -249,7 +259,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	log := cfg.Logger
 
 	// 1. The control plane.
-	if err := c.startComponent("server", c.serverArgs(), nil); err != nil {
+	if err := c.startServer(cfg.server()); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the API server", "timeout", cfg.APITimeout)
@@ -268,7 +278,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// The Node may still say Ready from an earlier run: only a heartbeat of this agent counts (metav1.Time
 	// has whole seconds).
 	agentStart := time.Now().Truncate(time.Second)
-	if err := c.startComponent("agent", c.agentArgs(nodeKubeconfig), agentEnv); err != nil {
+	if err := c.start(spec{name: "agent", argv: c.agentConfig(nodeKubeconfig).Args(), env: agentEnv}); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the node to be Ready", "node", cfg.NodeName, "timeout", cfg.NodeTimeout)
@@ -303,27 +313,23 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, nil
 }
 
-func (c *Cluster) startComponent(name string, args []string, env []string) error {
-	return c.start(spec{name: name, command: name, dataDir: c.cfg.DataDir, args: args, env: env})
-}
-
-// spec is one child to start: `nodekit <command> --data-dir <dataDir> --log-json <args>`, in network
-// namespace netns (a name under /run/netns, through `ip netns exec`) when set. name tags its logs and
-// names its log and PID files.
+// spec is one child to start: `nodekit <argv> --log-json` (argv a component Config's Args()), in network
+// namespace netns (a name under /run/netns, entered with nsenter) when set. name tags its logs and names
+// its log and PID files.
 type spec struct {
-	name, command, dataDir, netns string
-	args, env                     []string
+	name, netns string
+	argv, env   []string
 }
 
 func (c *Cluster) start(s spec) error {
 	cfg := c.cfg
-	r, err := newRelay(filepath.Join(cfg.DataDir, "logs", s.name+".log"), s.name, cfg.ComponentLogs)
+	r, err := newRelay(LayoutOf(cfg.DataDir).LogFile(s.name), s.name, cfg.ComponentLogs)
 	if err != nil {
 		return err
 	}
 	c.relays = append(c.relays, r)
-	// Global flags first: every child logs JSON for the relay.
-	exe, full := cfg.Executable, append([]string{s.command, "--data-dir", s.dataDir, "--log-json"}, s.args...)
+	// Every child logs JSON for the relay.
+	exe, full := cfg.Executable, append(slices.Clone(s.argv), cli.Flag(cli.FlagLogJSON))
 	if s.netns != "" {
 		// nsenter execs nodekit in place (the PID started is nodekit's) and, unlike `ip netns exec`,
 		// keeps the mount namespace: runc needs the host's /sys/fs/cgroup.
@@ -338,22 +344,27 @@ func (c *Cluster) start(s spec) error {
 	return nil
 }
 
-func (c *Cluster) serverArgs() []string {
-	cfg := c.cfg
-	return []string{"--bind-address", cfg.APIBindAddress, "--secure-port", strconv.Itoa(cfg.APIPort),
-		"--etcd-listen-client", cfg.EtcdClientAddr, "--service-cluster-ip-range", cfg.ServiceCIDR,
-		"--cluster-cidr", cfg.ClusterCIDR}
+// server is the server of c's cluster, in DataDir.
+func (c *Config) server() server.Config {
+	return server.Config{DataDir: c.DataDir,
+		APIServer:   apiserver.Options{BindAddress: c.APIBindAddress, Port: c.APIPort, ServiceCIDR: c.ServiceCIDR},
+		Etcd:        etcd.Config{ClientAddr: c.EtcdClientAddr},
+		Controllers: controllers.Options{ClusterCIDR: c.ClusterCIDR}}
 }
 
-func (c *Cluster) agentArgs(kubeconfig string) []string {
+// startServer starts `nodekit server` for sc, tagged "server".
+func (c *Cluster) startServer(sc server.Config) error {
+	return c.start(spec{name: server.CommandName, argv: sc.Args()})
+}
+
+// agentConfig is the agent of the cluster's node, with the node credentials in kubeconfig.
+func (c *Cluster) agentConfig(kubeconfig string) agent.Config {
 	cfg := c.cfg
-	args := []string{"--kubeconfig", kubeconfig, "--node-name", cfg.NodeName, "--images-dir", cfg.ImagesDir,
-		"--cni-conf-dir", cfg.CNIConfDir, "--cluster-cidr", cfg.ClusterCIDR, "--address", cfg.KubeletAddress,
-		"--port", strconv.Itoa(cfg.KubeletPort), "--pod-logs-dir", cfg.PodLogsDir, "--proxy-metrics-bind-address", cfg.ProxyMetricsAddr}
-	if cfg.NodeIP != "" {
-		args = append(args, "--node-ip", cfg.NodeIP)
-	}
-	return args
+	a := agent.Default()
+	a.DataDir, a.Kubeconfig, a.NodeName, a.NodeIP = cfg.DataDir, kubeconfig, cfg.NodeName, cfg.NodeIP
+	a.ImagesDir, a.CNIConfDir, a.ClusterCIDR, a.ProxyMetricsAddr = cfg.ImagesDir, cfg.CNIConfDir, cfg.ClusterCIDR, cfg.ProxyMetricsAddr
+	a.Kubelet.Address, a.Kubelet.Port, a.Kubelet.PodLogsDir = cfg.KubeletAddress, int32(cfg.KubeletPort), cfg.PodLogsDir
+	return a
 }
 
 // waitAPI waits for the admin kubeconfig and the API server's /readyz.
@@ -389,12 +400,11 @@ func (c *Cluster) waitAPI(ctx context.Context) error {
 // writeNodeKubeconfig issues the node's client certificate (CN=system:node:<name>, O=system:nodes) from
 // the cluster CA and writes <DataDir>/agent/kubelet.kubeconfig for the agent; reused while valid.
 func (c *Cluster) writeNodeKubeconfig() (string, error) {
-	pkiDir := filepath.Join(c.cfg.DataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(pkiDir)
+	ca, err := pki.LoadOrCreateCA(c.cfg.server().Paths().PKIDir)
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(c.cfg.DataDir, "agent")
+	dir := LayoutOf(c.cfg.DataDir).NodeCredentials
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", err
 	}

@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,19 +12,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-iptables/iptables"
-	"github.com/vishvananda/netlink"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	cniconfig "github.com/nodekit/nodekit/cni/config"
-	"github.com/nodekit/nodekit/cni/masq"
-	"github.com/nodekit/nodekit/cni/netconf"
-	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/cni/teardown"
 	"github.com/nodekit/nodekit/proxy"
 	"github.com/nodekit/nodekit/runtime/containerd"
 )
 
 // DownOptions says what Down removes.
+// FlagPurge is `nodekit down`'s flag for DownOptions.Purge.
+const FlagPurge = "purge"
+
 type DownOptions struct {
 	// DataDir is the cluster's data directory (as given to Up). Required.
 	DataDir string
@@ -97,7 +92,8 @@ func Down(ctx context.Context, o DownOptions) error {
 	// 3. Service rules, then the pod network.
 	log.Info("removing the proxy's rules")
 	errs = append(errs, proxy.Cleanup(ctx))
-	errs = append(errs, removePodNetwork(dd, st, o.Purge, log))
+	errs = append(errs, teardown.Network(teardown.Options{ConfList: agent.Config{CNIConfDir: st.CNIConfDir}.Paths().Conflist,
+		Purge: o.Purge, OwnedDir: dd, Logger: log}))
 	// 4. Mounts and data.
 	if err := containerd.UnmountAll(dd); err != nil {
 		errs = append(errs, err)
@@ -109,118 +105,18 @@ func Down(ctx context.Context, o DownOptions) error {
 	return errors.Join(errs...)
 }
 
-// removePods starts the managed containerd of dataDir (if it has one) and removes every pod sandbox and
-// container through CRI, then stops it. It returns the pod UIDs it found.
+// removePods removes every pod and container of dataDir's managed containerd (runtime teardown) and
+// returns the pod UIDs it found.
 func removePods(ctx context.Context, dataDir string, st State, log *slog.Logger) ([]string, error) {
-	dir := filepath.Join(dataDir, "containerd")
-	if _, err := os.Stat(filepath.Join(dir, "root")); err != nil {
-		return nil, nil // containerd never ran here
-	}
-	binDirs := []string{filepath.Join(dataDir, "cni", "bin")}
+	paths := agent.Config{DataDir: dataDir, CNIConfDir: st.CNIConfDir}.Paths()
+	binDirs := []string{paths.CNIBin}
 	for _, d := range containerd.DefaultCNIBinDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			binDirs = append(binDirs, d)
 		}
 	}
-	sup, err := containerd.New(ctx, containerd.Config{Dir: dir, Binary: st.Containerd, CNIConfDir: st.CNIConfDir,
-		CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("starting the managed containerd to remove pods", "dir", dir)
-	if err := sup.Start(ctx); err != nil {
-		return nil, errors.Join(err, sup.Stop(ctx))
-	}
-	var uids []string
-	if c := sup.Client(); c != nil {
-		resp, err := c.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err == nil {
-			for _, s := range resp.GetItems() {
-				uids = append(uids, s.GetMetadata().GetUid())
-			}
-		}
-	}
-	log.Info("removing pods and containers", "pods", len(uids))
-	return uids, sup.Cleanup(ctx)
-}
-
-// removePodNetwork removes the CNI plugin's iptables chains and the node bridge named in the conflist
-// (defaults when there is none), and with purge the conflist and its IPAM store. The IPAM store is
-// removed only if it lies under dataDir or no allocation is left in it.
-func removePodNetwork(dataDir string, st State, purge bool, log *slog.Logger) error {
-	path := filepath.Join(st.CNIConfDir, filepath.Base(cniconfig.DefaultPath))
-	network, bridge, ipamDir := cniconfig.DefaultNetworkName, netconf.DefaultBridge, netconf.DefaultDataDir
-	var podCIDRs []*net.IPNet
-	b, err := os.ReadFile(path)
-	if err == nil {
-		var list struct {
-			Name    string            `json:"name"`
-			Plugins []netconf.NetConf `json:"plugins"`
-		}
-		if err := json.Unmarshal(b, &list); err != nil {
-			return fmt.Errorf("down: %s: %w", path, err)
-		}
-		network = list.Name
-		for _, p := range list.Plugins {
-			if p.Type != netconf.PluginType {
-				continue
-			}
-			if p.Bridge != "" {
-				bridge = p.Bridge
-			}
-			if p.IPAM.DataDir != "" {
-				ipamDir = p.IPAM.DataDir
-			}
-			for _, r := range p.IPAM.Ranges {
-				n := net.IPNet(r.Subnet)
-				podCIDRs = append(podCIDRs, &n)
-			}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	var errs []error
-	ipt, err := iptables.New()
-	if err != nil {
-		return err
-	}
-	log.Info("removing the pod network's rules", "network", network, "podCIDRs", podCIDRs)
-	errs = append(errs, masq.Teardown(ipt, network, podCIDRs), portmap.Teardown(ipt, network))
-	if link, err := netlink.LinkByName(bridge); err == nil {
-		if _, ok := link.(*netlink.Bridge); ok {
-			log.Info("removing the node bridge", "bridge", bridge)
-			errs = append(errs, netlink.LinkDel(link))
-		}
-	}
-	if purge {
-		if err := os.Remove(path); err == nil {
-			log.Info("removed the CNI conflist", "path", path)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-		store := filepath.Join(ipamDir, network)
-		if within(store, dataDir) || ipamEmpty(store) {
-			errs = append(errs, os.RemoveAll(store))
-		} else {
-			log.Warn("IPAM store outside the data dir still holds allocations; left in place", "dir", store)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ipamEmpty reports whether the IPAM store dir holds no per-address allocation file (only its lock and
-// last-reserved bookkeeping, or nothing).
-func ipamEmpty(dir string) bool {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return true
-	}
-	for _, e := range ents {
-		if net.ParseIP(e.Name()) != nil {
-			return false
-		}
-	}
-	return true
+	return containerd.RemovePods(ctx, containerd.Config{Dir: paths.Containerd, Binary: st.Containerd,
+		CNIConfDir: st.CNIConfDir, CNIBinDirs: binDirs, Logger: log.With("proc", "containerd"), StartTimeout: 90 * time.Second})
 }
 
 func within(path, dir string) bool {

@@ -18,6 +18,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/server"
 )
 
 // LabConfig describes a multi-node lab on one host: a server in the host's network namespace and N
@@ -125,6 +129,18 @@ func (c *LabConfig) complete() error {
 	return nil
 }
 
+// server is the lab's server (in <DataDir>/server, on the lab bridge address), for cfg, the lab's
+// completed cluster Config: node loss shows within NodeMonitorGracePeriod, and pods leave a lost node
+// after NotReadyTolerationSeconds.
+func (c *LabConfig) server(cfg Config) server.Config {
+	sc := cfg.server()
+	sc.DataDir = LayoutOf(cfg.DataDir).LabServer
+	sc.APIServer.AdvertiseAddress = cfg.APIBindAddress
+	sc.APIServer.DefaultTolerationSeconds = int64(c.NotReadyTolerationSeconds)
+	sc.Controllers.NodeMonitorGracePeriod = c.NodeMonitorGracePeriod
+	return sc
+}
+
 // labIP returns host number h of the lab /24.
 func (c *LabConfig) labIP(h int) string {
 	_, n, _ := net.ParseCIDR(c.Subnet)
@@ -158,20 +174,21 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "run"), filepath.Join(cfg.DataDir, "server")} {
+	lay := LayoutOf(cfg.DataDir)
+	for _, d := range []string{lay.Logs, lay.Run, lay.LabServer} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, err
 		}
 	}
-	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: filepath.Join(cfg.DataDir, "server", "admin.kubeconfig")}, lcfg: lc}
+	sc := lc.server(cfg)
+	l := &Lab{Cluster: &Cluster{cfg: cfg, AdminKubeconfig: sc.Paths().AdminKubeconfig}, lcfg: lc}
 	l.state = LabState{UpPID: os.Getpid(), Bridge: lc.Prefix + "0"}
 	for i := 1; i <= lc.Nodes+lc.JoinNodes; i++ {
 		name := fmt.Sprintf("%s-n%d", lc.Prefix, i)
-		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(cfg.DataDir, "nodes", name)}
+		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(lay.LabNodes, name)}
 		if i > lc.Nodes {
 			n.Join = true
-			n.JoinArgs = []string{"--cni-conf-dir", filepath.Join(n.DataDir, "net.d"), "--pod-logs-dir", filepath.Join(n.DataDir, "pods"),
-				"--images-dir", cfg.ImagesDir, "--cluster-cidr", cfg.ClusterCIDR, "--address", n.IP}
+			n.JoinArgs = labAgent(cfg, n).FlagArgs()
 		}
 		l.state.Nodes = append(l.state.Nodes, n)
 	}
@@ -187,12 +204,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 	if err := l.buildNetwork(); err != nil {
 		return nil, err
 	}
-	serverDir := filepath.Join(cfg.DataDir, "server")
-	if err := l.start(spec{name: "server", command: "server", dataDir: serverDir, args: []string{
-		"--bind-address", cfg.APIBindAddress, "--advertise-address", cfg.APIBindAddress, "--secure-port", strconv.Itoa(cfg.APIPort),
-		"--etcd-listen-client", cfg.EtcdClientAddr, "--service-cluster-ip-range", cfg.ServiceCIDR, "--cluster-cidr", cfg.ClusterCIDR,
-		"--node-monitor-grace-period", lc.NodeMonitorGracePeriod.String(),
-		"--default-not-ready-toleration-seconds", strconv.Itoa(lc.NotReadyTolerationSeconds)}}); err != nil {
+	serverDir := sc.DataDir
+	if err := l.startServer(sc); err != nil {
 		return nil, err
 	}
 	log.Info("waiting for the API server", "timeout", cfg.APITimeout)
@@ -204,10 +217,10 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		env = append(env, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	for _, n := range l.state.Nodes {
-		netd, pods := filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
+		ac := labAgent(cfg, n)
 		// down, run inside the node's namespace, finds the node's runtime and CNI config from this; an
 		// agent joined by hand uses the same dirs (JoinArgs).
-		st := State{NodeName: n.Name, CNIConfDir: netd, PodLogsDir: pods, Containerd: cfg.Containerd, Executable: cfg.Executable}
+		st := State{NodeName: n.Name, CNIConfDir: ac.CNIConfDir, PodLogsDir: ac.Kubelet.PodLogsDir, Containerd: cfg.Containerd, Executable: cfg.Executable}
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.MkdirAll(n.DataDir, 0o750); err != nil {
 			return nil, err
@@ -222,9 +235,8 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := l.start(spec{name: n.Name + "-agent", command: "agent", dataDir: n.DataDir, netns: n.Netns, env: env, args: []string{
-			"--kubeconfig", kubeconfig, "--node-name", n.Name, "--node-ip", n.IP, "--address", n.IP,
-			"--images-dir", cfg.ImagesDir, "--cni-conf-dir", netd, "--pod-logs-dir", pods, "--cluster-cidr", cfg.ClusterCIDR}}); err != nil {
+		ac.DataDir, ac.Kubeconfig, ac.NodeName, ac.NodeIP = n.DataDir, kubeconfig, n.Name, n.IP
+		if err := l.start(spec{name: n.Name + "-agent", argv: ac.Args(), netns: n.Netns, env: env}); err != nil {
 			return nil, err
 		}
 	}
@@ -286,6 +298,16 @@ func (l *Lab) buildNetwork() error {
 	}
 	// The host forwards between nodes' pods and the server; nodes forward for their pods.
 	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+}
+
+// labAgent is the agent settings of lab node n beyond its identity and credentials (which a joined
+// node gets from hack/install.sh): its own CNI config and pod log dirs (which `lab down` cleans), the
+// lab's images and pod network, the kubelet server on its lab address.
+func labAgent(cfg Config, n LabNode) agent.Config {
+	a := agent.Default()
+	a.CNIConfDir, a.Kubelet.PodLogsDir = filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
+	a.ImagesDir, a.ClusterCIDR, a.Kubelet.Address = cfg.ImagesDir, cfg.ClusterCIDR, n.IP
+	return a
 }
 
 // nodeKubeconfig issues node's client certificate and writes its kubeconfig pointing at the lab server.
@@ -466,7 +488,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 		errs = append(errs, terminate(st.UpPID, 2*time.Minute))
 	}
 	// Children a killed `lab up` left behind (their command lines name the lab's data dir).
-	pidFiles, _ := filepath.Glob(filepath.Join(dd, "run", "*.pid"))
+	pidFiles, _ := filepath.Glob(LayoutOf(dd).PIDFile("*"))
 	for _, f := range pidFiles {
 		if pid := readPID(f); pid != 0 && processUsesPrefix(pid, dd) {
 			log.Info("stopping component", "proc", strings.TrimSuffix(filepath.Base(f), ".pid"), "pid", pid)
@@ -476,7 +498,7 @@ func LabDown(ctx context.Context, dataDir string, exe string, log *slog.Logger) 
 	for _, n := range st.Nodes {
 		if _, err := os.Stat("/run/netns/" + n.Netns); err == nil {
 			log.Info("removing node", "node", n.Name)
-			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", "--purge", "--data-dir", n.DataDir).CombinedOutput()
+			out, err := exec.CommandContext(ctx, "nsenter", "--net="+netnsPath(n.Netns), "--", exe, "down", cli.Flag(FlagPurge), cli.Flag(cli.FlagDataDir), n.DataDir).CombinedOutput()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("down in %s: %v: %s", n.Name, err, out))
 			}

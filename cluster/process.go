@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -195,6 +194,4 @@ func exitError(err error) string {
 }
 
 // pidFilePath is where the running PID of component name is kept.
-func pidFilePath(dataDir, name string) string {
-	return filepath.Join(dataDir, "run", name+".pid")
-}
+func pidFilePath(dataDir, name string) string { return LayoutOf(dataDir).PIDFile(name) }

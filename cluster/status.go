@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples"
 )
 
@@ -30,8 +30,8 @@ func (c *Cluster) PrintSummary(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "  kubeconfig  %s\n", c.AdminKubeconfig)
 	fmt.Fprintf(w, "  kubectl     export KUBECONFIG=%s; kubectl get nodes,pods,svc -o wide\n", c.AdminKubeconfig)
 	fmt.Fprintf(w, "  runtime     %s crictl ps   (also: pods, images, logs, exec -it)\n", cli)
-	fmt.Fprintf(w, "  logs        %s/{server,agent}.log, %s\n", filepath.Join(cfg.DataDir, "logs"),
-		filepath.Join(cfg.DataDir, "containerd", "containerd.log"))
+	fmt.Fprintf(w, "  logs        %s/{server,agent}.log, %s\n", LayoutOf(cfg.DataDir).Logs,
+		agent.Config{DataDir: cfg.DataDir}.Paths().ContainerdLog)
 	fmt.Fprintf(w, "  stop        Ctrl-C (pods keep running; '%s up' resumes), '%s down [--purge]' removes them\n\n", cli, cli)
 	c.WriteStatus(ctx, w)
 }

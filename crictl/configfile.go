@@ -261,9 +261,22 @@ func checkNode(n *yamlv3.Node, t reflect.Type, path string) error {
 
 // enumHint lists the values of a protobuf enum type, e.g. " (0=POD, 1=CONTAINER, 2=NODE, 3=TARGET)".
 func enumHint(t reflect.Type) string {
+	names := enumNames(t)
+	if len(names) == 0 {
+		return ""
+	}
+	hint := make([]string, len(names))
+	for i, n := range names {
+		hint[i] = fmt.Sprintf("%d=%s", i, n)
+	}
+	return " (" + strings.Join(hint, ", ") + ")"
+}
+
+// enumNames returns the names of a protobuf enum type's values 0, 1, 2, … (nil for another type).
+func enumNames(t reflect.Type) []string {
 	type enum interface{ String() string }
 	if t.PkgPath() == "" || !reflect.PointerTo(t).Implements(reflect.TypeFor[enum]()) {
-		return ""
+		return nil
 	}
 	var names []string
 	for i := int64(0); i < 16; i++ {
@@ -273,12 +286,9 @@ func enumHint(t reflect.Type) string {
 		if s == strconv.FormatInt(i, 10) {
 			break
 		}
-		names = append(names, fmt.Sprintf("%d=%s", i, s))
+		names = append(names, s)
 	}
-	if len(names) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(names, ", ") + ")"
+	return names
 }
 
 func describe(n *yamlv3.Node) string {

@@ -242,13 +242,52 @@ func (o *psOptions) print(c context.Context, img runtimeapi.ImageServiceClient, 
 	return t.flush()
 }
 
+// containerPull is how create and run decide whether to pull the container's images first: --no-pull,
+// --with-pull, the credentials and deadline flags, and the config file's default.
+type containerPull struct {
+	noPull, withPull bool
+	// byDefault is the config file's choice when neither flag is given: pull-image-on-create for
+	// create, not disable-pull-on-run for run.
+	byDefault bool
+	pull      pullFlags
+}
+
+func (p *containerPull) add(cmd *cobra.Command, noPullUsage, withPullUsage string) {
+	cmd.Flags().BoolVar(&p.noPull, "no-pull", false, noPullUsage)
+	cmd.Flags().BoolVar(&p.withPull, "with-pull", false, withPullUsage)
+	p.pull.add(cmd)
+}
+
+// wanted reports whether to pull; both flags together are an error.
+func (p *containerPull) wanted() (bool, error) {
+	if p.noPull && p.withPull {
+		return false, errors.New("conflict: --no-pull and --with-pull are both set")
+	}
+	return p.withPull || (p.byDefault && !p.noPull), nil
+}
+
+// load checks the pull flags and reads the container and pod config files: whether to pull, and the
+// two configs.
+func (p *containerPull) load(ctrPath, podPath string) (bool, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+	pull, err := p.wanted()
+	if err != nil {
+		return false, nil, nil, err
+	}
+	ctrCfg, err := loadContainerConfig(ctrPath)
+	if err != nil {
+		return false, nil, nil, err
+	}
+	podCfg, err := loadPodSandboxConfig(podPath)
+	if err != nil {
+		return false, nil, nil, err
+	}
+	return pull, ctrCfg, podCfg, nil
+}
+
 // createOptions are the options of create.
 type createOptions struct {
 	podPrefix, containerConfig, podConfig string
-	noPull, withPull                      bool
-	// pullOnCreate is the config file's pull-image-on-create: pull unless --no-pull.
-	pullOnCreate bool
-	pull         pullFlags
+	containerPull
 	// timeout bounds the CreateContainer call.
 	timeout time.Duration
 }
@@ -263,27 +302,21 @@ func (a *app) createCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(3),
 		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
 			o.podPrefix, o.containerConfig, o.podConfig = args[0], args[1], args[2]
-			o.pullOnCreate, o.timeout = a.cfg.PullImageOnCreate, cmp.Or(o.timeout, a.cfg.Timeout)
+			o.byDefault, o.timeout = a.cfg.PullImageOnCreate, cmp.Or(o.timeout, a.cfg.Timeout)
+			o.pull.in, o.pull.prompt = a.in, a.errOut
 			return o.run(c, cl, a.streams)
 		}),
 	}
-	cmd.Flags().BoolVar(&o.noPull, "no-pull", false, "do not pull the image (overrides pull-image-on-create=true in the config file)")
-	cmd.Flags().BoolVar(&o.withPull, "with-pull", false, "pull the image before creating the container")
+	o.containerPull.add(cmd, "do not pull the image (overrides pull-image-on-create=true in the config file)",
+		"pull the image before creating the container (overrides pull-image-on-create=false in the config file)")
 	cmd.Flags().DurationVarP(&o.timeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
-	o.pull.add(cmd)
+	cmd.AddCommand(a.jsonschemaCommand(true))
 	return cmd
 }
 
 // run reads both configs, pulls the image if asked, and creates the container.
 func (o *createOptions) run(c context.Context, cl criClient, s streams) error {
-	if o.noPull && o.withPull {
-		return errors.New("conflict: --no-pull and --with-pull are both set")
-	}
-	ctrCfg, err := loadContainerConfig(o.containerConfig)
-	if err != nil {
-		return err
-	}
-	podCfg, err := loadPodSandboxConfig(o.podConfig)
+	pull, ctrCfg, podCfg, err := o.load(o.containerConfig, o.podConfig)
 	if err != nil {
 		return err
 	}
@@ -291,18 +324,96 @@ func (o *createOptions) run(c context.Context, cl criClient, s streams) error {
 	if err != nil {
 		return err
 	}
-	if o.withPull || (o.pullOnCreate && !o.noPull) {
-		if _, err := pullImage(c, cl.img, s.errOut, ctrCfg.GetImage().GetImage(), &o.pull, podCfg); err != nil {
-			return err
+	id, err := createContainer(c, cl, s, podID, ctrCfg, podCfg, pull, &o.pull, o.timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.out, id)
+	return nil
+}
+
+// createContainer pulls the container's image and the images of its image volumes when pull is set,
+// then creates the container in pod podID (the call bounded by timeout) and returns its ID.
+func createContainer(c context.Context, cl criClient, s streams, podID string, ctrCfg *runtimeapi.ContainerConfig,
+	podCfg *runtimeapi.PodSandboxConfig, pull bool, f *pullFlags, timeout time.Duration) (string, error) {
+	if pull {
+		refs := []string{ctrCfg.GetImage().GetImage()}
+		for _, m := range ctrCfg.GetMounts() {
+			if ref := m.GetImage().GetImage(); ref != "" {
+				refs = append(refs, ref)
+			}
+		}
+		pf := *f
+		pf.annotations = ctrCfg.GetImage().GetAnnotations()
+		for _, ref := range refs {
+			if _, err := pullImage(c, cl.img, s.errOut, ref, &pf, podCfg); err != nil {
+				return "", err
+			}
 		}
 	}
-	cc, cancel := context.WithTimeout(c, o.timeout)
+	cc, cancel := context.WithTimeout(c, timeout)
 	defer cancel()
 	r, err := cl.rt.CreateContainer(cc, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
 	if err != nil {
-		return fmt.Errorf("creating container: %w", err)
+		return "", fmt.Errorf("creating container: %w", err)
 	}
-	fmt.Fprintln(s.out, r.GetContainerId())
+	return r.GetContainerId(), nil
+}
+
+// runOptions are the options of run: a pod, and a container in it, from their config files.
+type runOptions struct {
+	containerConfig, podConfig, handler string
+	containerPull
+	// timeout bounds the CreateContainer call; the sandbox gets runTimeout.
+	timeout, runTimeout time.Duration
+}
+
+// runCommand runs a pod sandbox and a container in it in one step (runp, create and start), printing
+// the container's ID. The image is pulled first unless --no-pull or disable-pull-on-run in the config
+// file.
+func (a *app) runCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run container-config.[json|yaml] pod-config.[json|yaml]",
+		Short: "Run a new container inside a sandbox",
+		Args:  cobra.ExactArgs(2),
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.containerConfig, o.podConfig = args[0], args[1]
+			o.byDefault, o.timeout, o.runTimeout = !a.cfg.DisablePullOnRun, cmp.Or(o.timeout, a.cfg.Timeout), 2*a.cfg.Timeout
+			o.pull.in, o.pull.prompt = a.in, a.errOut
+			return o.run(c, cl, a.streams)
+		}),
+	}
+	o.containerPull.add(cmd, "do not pull the image (overrides disable-pull-on-run=false in the config file)",
+		"pull the image (overrides disable-pull-on-run=true in the config file)")
+	cmd.Flags().StringVarP(&o.handler, "runtime", "r", "", "runtime handler to use (defined by the container runtime)")
+	cmd.Flags().DurationVarP(&o.timeout, "cancel-timeout", "T", 0, "time to wait for the container create request to complete before cancelling it")
+	cmd.AddCommand(a.jsonschemaCommand(true))
+	return cmd
+}
+
+// run reads both configs, runs the sandbox, creates the container (pulling first if asked) and starts
+// it. A failure after the sandbox runs names the sandbox, which is left for the user to inspect or
+// remove, as upstream leaves it.
+func (o *runOptions) run(c context.Context, cl criClient, s streams) error {
+	pull, ctrCfg, podCfg, err := o.load(o.containerConfig, o.podConfig)
+	if err != nil {
+		return err
+	}
+	podID, err := runPodSandbox(c, cl, podCfg, o.handler, o.runTimeout)
+	if err != nil {
+		return err
+	}
+	left := func(err error) error {
+		return fmt.Errorf("%w (pod sandbox %s is left running; remove it with crictl rmp -f %[2]s)", err, podID)
+	}
+	id, err := createContainer(c, cl, s, podID, ctrCfg, podCfg, pull, &o.pull, o.timeout)
+	if err != nil {
+		return left(err)
+	}
+	if err := startContainers(c, cl, []string{id}, s.out); err != nil {
+		return left(err)
+	}
 	return nil
 }
 
@@ -509,18 +620,26 @@ func (o *inspectOptions) run(c context.Context, cl criClient, out io.Writer) err
 			return inspected{}, fmt.Errorf("get container status of %s: %w", id, err)
 		}
 		s := r.GetStatus()
-		ts := map[string]int64{"createdAt": s.GetCreatedAt(), "startedAt": 0, "finishedAt": 0}
-		if s.GetState() != runtimeapi.ContainerState_CONTAINER_CREATED {
-			ts["startedAt"] = s.GetStartedAt()
-		}
-		if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED || s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
-			ts["finishedAt"] = s.GetFinishedAt()
-		}
 		return inspected{
 			table: func(out io.Writer) { printContainerStatus(out, r, !o.quiet) },
-			doc:   statusDoc{status: s, info: r.GetInfo(), times: ts, allFields: true},
+			doc:   statusDoc{status: s, info: r.GetInfo(), times: containerTimes(s), allFields: true},
 		}, nil
 	})
+}
+
+// containerTimes are the times of inspect's document, as upstream renders them: createdAt always as
+// a Unix time (an unset one is the epoch); startedAt once the container left CONTAINER_CREATED and
+// finishedAt once it exited (or is unknown with a finish time), the zero time.Time before.
+func containerTimes(s *runtimeapi.ContainerStatus) map[string]time.Time {
+	ts := map[string]time.Time{"createdAt": time.Unix(0, s.GetCreatedAt()), "startedAt": {}, "finishedAt": {}}
+	if s.GetState() != runtimeapi.ContainerState_CONTAINER_CREATED {
+		ts["startedAt"] = time.Unix(0, s.GetStartedAt())
+	}
+	if s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED ||
+		(s.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN && s.GetFinishedAt() > 0) {
+		ts["finishedAt"] = time.Unix(0, s.GetFinishedAt())
+	}
+	return ts
 }
 
 func printContainerStatus(out io.Writer, r *runtimeapi.ContainerStatusResponse, verbose bool) {
@@ -572,6 +691,50 @@ func updateContainers(c context.Context, cl criClient, prefixes []string, r *run
 	return forEachID(c, cl.rt, resolveContainerIDs, prefixes, func(id string) error {
 		if _, err := cl.rt.UpdateContainerResources(c, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: r}); err != nil {
 			return fmt.Errorf("updating container resources for %q: %w", id, err)
+		}
+		fmt.Fprintln(out, id)
+		return nil
+	})
+}
+
+// checkpointOptions are the options of checkpoint.
+type checkpointOptions struct {
+	prefixes []string
+	export   string
+}
+
+// checkpointCommand checkpoints running containers into a tar archive (CRI CheckpointContainer, which
+// the runtime carries out with CRIU); a runtime without checkpoint support gets a clear error.
+func (a *app) checkpointCommand() *cobra.Command {
+	var o checkpointOptions
+	cmd := &cobra.Command{
+		Use:   "checkpoint --export /path/to/checkpoint.tar CONTAINER-ID [CONTAINER-ID...]",
+		Short: "Checkpoint one or more running containers",
+		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
+			o.prefixes = args
+			return o.run(c, cl, a.out)
+		}),
+	}
+	cmd.Flags().StringVarP(&o.export, "export", "e", "", "the tar archive (/path/to/checkpoint.tar) to export the checkpoint to; a relative path is taken from the working directory")
+	return cmd
+}
+
+// run checkpoints each container named by ID prefix to o.export, printing each ID.
+func (o *checkpointOptions) run(c context.Context, cl criClient, out io.Writer) error {
+	if len(o.prefixes) == 0 {
+		return errors.New("checkpoint: give one or more CONTAINER-IDs")
+	}
+	if o.export == "" {
+		return errors.New("checkpoint: cannot checkpoint a container without a destination; give --export=/path/to/checkpoint.tar")
+	}
+	// The runtime writes the archive: a relative path would be taken from its working directory.
+	loc, err := filepath.Abs(o.export)
+	if err != nil {
+		return fmt.Errorf("--export %q: %w", o.export, err)
+	}
+	return forEachID(c, cl.rt, resolveContainerIDs, o.prefixes, func(id string) error {
+		if _, err := cl.rt.CheckpointContainer(c, &runtimeapi.CheckpointContainerRequest{ContainerId: id, Location: loc}); err != nil {
+			return fmt.Errorf("checkpointing the container %q: %w", id, unsupported("CheckpointContainer", "checkpointing containers", err))
 		}
 		fmt.Fprintln(out, id)
 		return nil

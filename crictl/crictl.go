@@ -23,6 +23,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -37,6 +39,9 @@ import (
 
 // defaultTimeout is upstream crictl's --timeout default: the deadline of each CRI call.
 const defaultTimeout = 2 * time.Second
+
+// defaultMaxRetries is upstream crictl's --max-retries default.
+const defaultMaxRetries = 3
 
 // defaultConfigPath is where upstream crictl looks for its configuration on Linux.
 const defaultConfigPath = "/etc/crictl.yaml"
@@ -62,11 +67,17 @@ type app struct {
 	timeout         time.Duration
 	debug           bool
 	dataDir         string
+	maxRetries      int
+	profileCPU      string
+	profileMem      string
 
 	streams
 
-	cfg    settings
-	client *cri.Client
+	cfg settings
+	// explicitEndpoint is set when the runtime endpoint comes from a flag, the environment or the
+	// config file rather than the defaults.
+	explicitEndpoint bool
+	client           *cri.Client
 }
 
 // streams are a command's standard streams.
@@ -89,7 +100,10 @@ type verbFunc func(c context.Context, cl criClient, args []string) error
 // runtime is reported by the verb's first call) and runs the verb with the command's context.
 func (a *app) runE(run verbFunc) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		c, err := a.conn()
+		if err := applyEnv(cmd.Flags()); err != nil {
+			return err
+		}
+		c, err := a.conn(ctx(cmd))
 		if err != nil {
 			return err
 		}
@@ -185,9 +199,12 @@ func (a *app) run(c context.Context, args []string) error {
 	tree.SetErr(a.errOut)
 	fs := tree.Flags()
 	fs.SetInterspersed(false)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(singleDashLong(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return tree.Help()
+		}
+		if hint := notHereHint("crictl", err); hint != "" {
+			return fmt.Errorf("%w (not in nodekit's crictl: %s)", err, hint)
 		}
 		return err
 	}
@@ -199,12 +216,20 @@ func (a *app) run(c context.Context, args []string) error {
 	if len(rest) == 0 {
 		return tree.Help()
 	}
-	if err := a.resolve(fs); err != nil {
+	if err := a.resolve(fs, rest[0] == "config"); err != nil {
 		return err
 	}
 	defer a.close()
+	stop, err := a.startProfiles()
+	if err != nil {
+		return err
+	}
+	if sub, _, err := tree.Find(rest); err == nil && sub != tree {
+		rest = singleDashLong(sub.Flags(), rest)
+	}
 	tree.SetArgs(rest)
-	return tree.ExecuteContext(c)
+	err = tree.ExecuteContext(c)
+	return errors.Join(err, stop())
 }
 
 // tree builds the subcommand tree; the global flags are the root's local flags.
@@ -223,11 +248,17 @@ func (a *app) tree() *cobra.Command {
 	}
 	cmd.SetVersionTemplate("crictl version {{.Version}}\n")
 	pf := cmd.Flags()
-	pf.StringVarP(&a.configPath, "config", "c", defaultConfigPath, "location of the client config file (env CRI_CONFIG_FILE); if the default does not exist, the program's directory is searched as well")
-	pf.StringVarP(&a.runtimeEndpoint, "runtime-endpoint", "r", "", "endpoint of the CRI runtime service (env CONTAINER_RUNTIME_ENDPOINT)")
-	pf.StringVarP(&a.imageEndpoint, "image-endpoint", "i", "", "endpoint of the CRI image service (env IMAGE_SERVICE_ENDPOINT; default: the runtime endpoint)")
+	pf.StringVarP(&a.configPath, "config", "c", defaultConfigPath, "location of the client config file; if the default does not exist, the program's directory is searched as well")
+	pf.StringVarP(&a.runtimeEndpoint, "runtime-endpoint", "r", "", "endpoint of the CRI runtime service")
+	pf.StringVarP(&a.imageEndpoint, "image-endpoint", "i", "", "endpoint of the CRI image service (default: the runtime endpoint)")
+	withEnv(pf, "config", "CRI_CONFIG_FILE")
+	withEnv(pf, "runtime-endpoint", "CONTAINER_RUNTIME_ENDPOINT")
+	withEnv(pf, "image-endpoint", "IMAGE_SERVICE_ENDPOINT")
 	pf.DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "timeout of each CRI call (e.g. 2s, 20s); 0 or less means the default")
 	pf.BoolVarP(&a.debug, "debug", "D", false, "enable debug logging")
+	pf.IntVar(&a.maxRetries, "max-retries", defaultMaxRetries, "retries, with exponential back-off from 500 ms to 5 s, of connecting to an explicitly set endpoint (0 disables, negative retries forever)")
+	pf.StringVar(&a.profileCPU, "profile-cpu", "", "write a pprof CPU profile of the command to this path")
+	pf.StringVar(&a.profileMem, "profile-mem", "", "write a pprof memory (heap) profile to this path when the command ends")
 	pf.BoolP("version", "v", false, "print the version")
 	// nodekit's own global flags may precede the subcommand too (`nodekit --data-dir X crictl ps`);
 	// --data-dir locates the managed containerd when no endpoint is configured.
@@ -246,9 +277,12 @@ func (a *app) tree() *cobra.Command {
 		a.updateCommand(), a.logsCommand(),
 		a.execCommand(), a.attachCommand(), a.portForwardCommand(),
 		a.statsCommand(), a.statspCommand(), a.eventsCommand(),
+		a.runCommand(), a.checkpointCommand(), a.metricspCommand(), a.metricdescsCommand(),
+		a.runtimeConfigCommand(), a.updateRuntimeConfigCommand(), a.configCommand(), a.completionCommand(cmd),
 	)
 	for _, c := range cmd.Commands() {
 		c.RunE = oneLineErrors(c.RunE)
+		c.SetFlagErrorFunc(flagError)
 	}
 	return cmd
 }
@@ -269,20 +303,23 @@ func oneLineErrors(run func(*cobra.Command, []string) error) func(*cobra.Command
 	}
 }
 
-// resolve merges flags, environment and the config file into a.cfg (flags and environment win over the
-// file, as in upstream) and sets up logging.
-func (a *app) resolve(flags *pflag.FlagSet) error {
-	envOr := func(flag, env string, val *string) bool {
-		if flags.Changed(flag) {
-			return true
-		}
-		if v, ok := os.LookupEnv(env); ok && v != "" {
-			*val = v
-			return true
-		}
-		return false
+// flagError is the flag error function of the subcommands: an upstream flag nodekit's crictl lacks
+// gets the reason (notHere).
+func flagError(cmd *cobra.Command, err error) error {
+	if hint := notHereHint(cmd.CommandPath(), err); hint != "" {
+		return fmt.Errorf("%w (not in nodekit's crictl: %s)", err, hint)
 	}
-	configSet := envOr("config", "CRI_CONFIG_FILE", &a.configPath)
+	return err
+}
+
+// resolve merges flags, environment (applyEnv sets the flags from it) and the config file into a.cfg
+// (flags and environment win over the file, as in upstream) and sets up logging. A missing config file
+// that --config names is an error, except for the config command (creating the file is its job).
+func (a *app) resolve(flags *pflag.FlagSet, configCommand bool) error {
+	if err := applyEnv(flags); err != nil {
+		return err
+	}
+	configSet := flags.Changed("config")
 	file, err := readSettings(a.configPath)
 	if errors.Is(err, os.ErrNotExist) && !configSet {
 		// Upstream also looks next to the executable when the default file is missing.
@@ -290,19 +327,28 @@ func (a *app) resolve(flags *pflag.FlagSet) error {
 			file, err = readSettings(filepath.Join(filepath.Dir(exe), "crictl.yaml"))
 		}
 	}
+	fromFile := err == nil
 	switch {
 	case err == nil:
-	case errors.Is(err, os.ErrNotExist) && !configSet:
+	case errors.Is(err, os.ErrNotExist) && (!configSet || configCommand):
 		file = settings{}
 	default:
 		return err
 	}
 	a.cfg = file
-	if envOr("runtime-endpoint", "CONTAINER_RUNTIME_ENDPOINT", &a.runtimeEndpoint) {
-		a.cfg.RuntimeEndpoint = a.runtimeEndpoint
+	// An endpoint is explicitly set when the flags, the environment or the file name it; only then
+	// are connections retried (upstream's rule).
+	a.explicitEndpoint = a.cfg.RuntimeEndpoint != ""
+	if flags.Changed("runtime-endpoint") {
+		a.cfg.RuntimeEndpoint, a.explicitEndpoint = a.runtimeEndpoint, true
 	}
-	if envOr("image-endpoint", "IMAGE_SERVICE_ENDPOINT", &a.imageEndpoint) {
+	if flags.Changed("image-endpoint") {
 		a.cfg.ImageEndpoint = a.imageEndpoint
+	}
+	// Without a config file the flag's default (3) applies; a file that does not set max-retries
+	// means 0, as upstream reads it.
+	if flags.Changed("max-retries") || !fromFile {
+		a.cfg.MaxRetries = a.maxRetries
 	}
 	switch {
 	case flags.Changed("timeout"):
@@ -350,14 +396,20 @@ func (a *app) endpoint() (string, error) {
 }
 
 // conn returns the CRI client, dialling on first use. Dialling is lazy (no Version round trip); an
-// unreachable runtime is reported by the first call.
-func (a *app) conn() (*cri.Client, error) {
+// unreachable runtime is reported by the first call. For an explicitly set endpoint, the sockets are
+// first waited for (waitForSockets) up to max-retries times.
+func (a *app) conn(ctx context.Context) (*cri.Client, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
 	ep, err := a.endpoint()
 	if err != nil {
 		return nil, err
+	}
+	if a.explicitEndpoint && a.cfg.MaxRetries != 0 {
+		if err := waitForSockets(ctx, a.cfg.MaxRetries, ep, a.cfg.ImageEndpoint); err != nil {
+			return nil, err
+		}
 	}
 	opts := []cri.Option{cri.WithTimeout(a.cfg.Timeout), cri.WithoutVersionCheck(), cri.WithPullTimeout(0)}
 	if a.cfg.ImageEndpoint != "" {
@@ -370,6 +422,46 @@ func (a *app) conn() (*cri.Client, error) {
 	slog.Debug("connected", "endpoint", c.Endpoint(), "imageEndpoint", c.ImageEndpoint(), "timeout", a.cfg.Timeout)
 	a.client = c
 	return c, nil
+}
+
+// startProfiles starts the CPU profile (--profile-cpu); the returned function stops it and writes the
+// heap profile (--profile-mem). Errors name the flag and the file.
+func (a *app) startProfiles() (stop func() error, err error) {
+	var cpu *os.File
+	if a.profileCPU != "" {
+		if cpu, err = os.Create(a.profileCPU); err != nil {
+			return nil, fmt.Errorf("--profile-cpu: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, fmt.Errorf("--profile-cpu %s: %w", a.profileCPU, err)
+		}
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpu.Close())
+		}
+		if a.profileMem != "" {
+			errs = append(errs, writeHeapProfile(a.profileMem))
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+
+// writeHeapProfile writes a pprof heap profile, after a GC so that it is up to date, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--profile-mem: %w", err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--profile-mem %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // close closes the CRI connection if one was dialled.

@@ -1,6 +1,7 @@
 package crictl
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -15,25 +16,45 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// pullFlags are the credentials and deadline flags of pull and create --with-pull.
+// pullFlags are the credentials and deadline flags of pull, create and run.
 type pullFlags struct {
-	creds, auth string
-	timeout     time.Duration
-	annotations map[string]string // pull only: --annotation
+	creds, auth, username string
+	timeout               time.Duration
+	annotations           map[string]string // pull only: --annotation
+	// in is where the password for --username is read from: a terminal without echo, else its
+	// first line.
+	in io.Reader
+	// prompt is where "Enter Password:" goes.
+	prompt io.Writer
 }
 
 func (f *pullFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.creds, "creds", "", "use USERNAME[:PASSWORD] for accessing the registry")
-	cmd.Flags().StringVar(&f.auth, "auth", "", "use AUTH_STRING (base64 of USERNAME[:PASSWORD]) for accessing the registry")
-	cmd.Flags().DurationVar(&f.timeout, "pull-timeout", 0, "maximum time to be used for pulling the image; 0 disables it")
+	fl := cmd.Flags()
+	fl.StringVar(&f.creds, "creds", "", "use USERNAME[:PASSWORD] for accessing the registry")
+	fl.StringVar(&f.auth, "auth", "", "use AUTH_STRING (base64 of USERNAME[:PASSWORD]) for accessing the registry")
+	fl.StringVarP(&f.username, "username", "u", "", "use USERNAME for accessing the registry; the password is asked for on the terminal (or read from the first line of stdin)")
+	fl.DurationVar(&f.timeout, "pull-timeout", 0, "maximum time to be used for pulling the image; 0 disables it")
+	withEnv(fl, "creds", "CRICTL_CREDS")
+	withEnv(fl, "auth", "CRICTL_AUTH")
+	withEnv(fl, "pull-timeout", "CRICTL_PULL_TIMEOUT")
+	longAlias(fl, "pull-timeout", "pt")
 }
 
-// authConfig turns --creds/--auth into a CRI AuthConfig (nil when neither is set).
+// authConfig turns --username (with the password asked for), --creds or --auth into a CRI AuthConfig
+// (nil when none is set). --username wins over the other two, as upstream.
 func (f *pullFlags) authConfig() (*runtimeapi.AuthConfig, error) {
+	if f.username != "" {
+		pass, err := readPassword(f.in, f.prompt)
+		if err != nil {
+			return nil, fmt.Errorf("--username %s: reading the password: %w", f.username, err)
+		}
+		return &runtimeapi.AuthConfig{Username: f.username, Password: pass}, nil
+	}
 	if f.creds != "" && f.auth != "" {
 		return nil, errors.New("--creds and --auth are mutually exclusive")
 	}
@@ -53,6 +74,28 @@ func (f *pullFlags) authConfig() (*runtimeapi.AuthConfig, error) {
 		return nil, errors.New("credentials: username can't be empty")
 	}
 	return &runtimeapi.AuthConfig{Username: user, Password: pass}, nil
+}
+
+// readPassword prints "Enter Password:" to prompt and reads a password from in: without echo when in
+// is a terminal, else its first line (so scripts can pipe it in).
+func readPassword(in io.Reader, prompt io.Writer) (string, error) {
+	if in == nil {
+		return "", errors.New("no standard input")
+	}
+	fmt.Fprint(prompt, "Enter Password:")
+	defer fmt.Fprintln(prompt)
+	if f, ok := in.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+		b, err := term.ReadPassword(int(f.Fd()))
+		return string(b), err
+	}
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("standard input is empty")
+		}
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }
 
 // pullImage calls PullImage and, when errOut is a terminal, shows a progress line with the elapsed time
@@ -134,12 +177,14 @@ func (a *app) pullCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
 			o.ref = args[0]
+			o.in, o.prompt = a.in, a.errOut
 			return o.run(c, cl, a.streams)
 		}),
 	}
 	o.pullFlags.add(cmd)
 	cmd.Flags().StringVar(&o.podConfig, "pod-config", "", "use pod-config.[json|yaml] to override the pull context")
 	cmd.Flags().StringArrayVarP(&o.annotationArgs, "annotation", "a", nil, "annotation key=value to be set on the pulled image")
+	cmd.AddCommand(a.jsonschemaCommand(false))
 	return cmd
 }
 
@@ -227,8 +272,13 @@ func (a *app) imagesCommand() *cobra.Command {
 	fl.BoolVar(&o.digests, "digests", false, "show digests")
 	fl.BoolVar(&o.noTrunc, "no-trunc", false, "show output without truncating the ID")
 	fl.BoolVar(&o.pinned, "pinned", false, "show whether the image is pinned or not")
-	fl.StringArrayVarP(&o.filters, "filter", "f", nil, "filter output (repeatable): dangling=true|false, reference=REGEXP, before=IMAGE, since=IMAGE")
+	addImageFilter(fl, &o.filters)
 	return cmd
+}
+
+// addImageFilter adds the --filter/-f flag of images and inspecti.
+func addImageFilter(fl *pflag.FlagSet, filters *[]string) {
+	fl.StringArrayVarP(filters, "filter", "f", nil, "filter output (repeatable): dangling=true|false, reference=REGEXP, before=IMAGE, since=IMAGE")
 }
 
 // run lists the images (those ref names, when set) the filters keep and prints them.
@@ -236,26 +286,34 @@ func (o *imagesOptions) run(c context.Context, cl criClient, out io.Writer) erro
 	if err := checkFormat(o.output, formatTable, formatJSON, formatYAML); err != nil {
 		return err
 	}
-	req := &runtimeapi.ListImagesRequest{}
-	if o.ref != "" {
-		req.Filter = &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: o.ref}}
-	}
-	r, err := cl.img.ListImages(c, req)
+	imgs, err := listImages(c, cl.img, o.ref, o.filters)
 	if err != nil {
-		return fmt.Errorf("listing images: %w", err)
-	}
-	if o.ref != "" {
-		// Some runtimes (containerd 1.6) ignore the filter; apply it here too.
-		r.Images = slices.DeleteFunc(r.Images, func(im *runtimeapi.Image) bool { return !imageMatches(im, o.ref) })
-	}
-	sortImages(r.Images)
-	if r.Images, err = filterImages(r.Images, o.filters); err != nil {
 		return err
 	}
 	if o.output != formatTable {
-		return printProto(out, r, o.output)
+		return printProto(out, &runtimeapi.ListImagesResponse{Images: imgs}, o.output)
 	}
-	return o.print(out, r.GetImages())
+	return o.print(out, imgs)
+}
+
+// listImages lists the images ref names (all when empty) that the --filter conditions keep, sorted as
+// upstream lists them.
+func listImages(c context.Context, img runtimeapi.ImageServiceClient, ref string, filters []string) ([]*runtimeapi.Image, error) {
+	req := &runtimeapi.ListImagesRequest{}
+	if ref != "" {
+		req.Filter = &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: ref}}
+	}
+	r, err := img.ListImages(c, req)
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	imgs := r.GetImages()
+	if ref != "" {
+		// Some runtimes (containerd 1.6) ignore the filter; apply it here too.
+		imgs = slices.DeleteFunc(imgs, func(im *runtimeapi.Image) bool { return !imageMatches(im, ref) })
+	}
+	sortImages(imgs)
+	return filterImages(imgs, filters)
 }
 
 // imageMatches reports whether ref names im: its ID (or an ID prefix of at least 3 hex characters), one
@@ -390,27 +448,50 @@ func (o *imagesOptions) print(out io.Writer, images []*runtimeapi.Image) error {
 	return t.flush()
 }
 
-// inspectiCommand prints the ImageStatus of images named by reference or ID.
+// inspectiOptions are the options of inspecti: the images by reference or ID, or else those --name
+// and --filter select.
+type inspectiOptions struct {
+	statusFlags
+	refs    []string
+	name    string
+	filters []string
+}
+
+// inspectiCommand prints the ImageStatus of images named by reference or ID, or of those the filters
+// select.
 func (a *app) inspectiCommand() *cobra.Command {
-	var o statusFlags
+	var o inspectiOptions
 	cmd := &cobra.Command{
-		Use:   "inspecti IMAGE-ID [IMAGE-ID...]",
+		Use:   "inspecti [IMAGE-ID...]",
 		Short: "Return the status of one or more images",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: a.runE(func(c context.Context, cl criClient, args []string) error {
-			return inspectImages(c, cl, args, &o, a.out)
+			o.refs = args
+			return o.run(c, cl, a.out)
 		}),
 	}
-	o.add(cmd, formatJSON, "json|yaml|go-template|table")
+	o.statusFlags.add(cmd, formatJSON, "json|yaml|go-template|table")
+	cmd.Flags().StringVar(&o.name, "name", "", "without IMAGE-IDs: the images of this name (repository[:tag])")
+	addImageFilter(cmd.Flags(), &o.filters)
 	return cmd
 }
 
-// inspectImages prints the status of each image named in refs.
-func inspectImages(c context.Context, cl criClient, refs []string, o *statusFlags, out io.Writer) error {
+// run prints the status of each image named in refs, or of each image the filters select.
+func (o *inspectiOptions) run(c context.Context, cl criClient, out io.Writer) error {
 	if err := checkFormat(o.output, formatJSON, formatYAML, formatGoTemplate, formatTable); err != nil {
 		return err
 	}
-	return printInspected(out, o, refs, func(ref string) (inspected, error) {
+	refs := o.refs
+	if len(refs) == 0 {
+		imgs, err := listImages(c, cl.img, o.name, o.filters)
+		if err != nil {
+			return err
+		}
+		refs = idsOf(imgs)
+		if len(refs) == 0 {
+			return errors.New("inspecti: no IMAGE-IDs given and no image matches --name and --filter")
+		}
+	}
+	return printInspected(out, &o.statusFlags, refs, func(ref string) (inspected, error) {
 		r, err := cl.img.ImageStatus(c, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: !o.quiet})
 		if err != nil {
 			return inspected{}, fmt.Errorf("image status of %q: %w", ref, err)

@@ -127,14 +127,14 @@ func checkFormat(format string, allowed ...string) error {
 	return fmt.Errorf("--output: unsupported format %q, want one of %s", format, strings.Join(allowed, "|"))
 }
 
-// statusDoc is one object of an inspect-style answer: the message as "status" (nanosecond timestamps
-// named in times rendered as RFC 3339 text) plus extra keys and the verbose info map the runtime returned
+// statusDoc is one object of an inspect-style answer: the message as "status" (the timestamps named in
+// times replaced by their RFC 3339 text) plus extra keys and the verbose info map the runtime returned
 // (values that look like JSON are decoded, others kept as text). It is the document upstream crictl
 // renders for inspect, inspectp, inspecti, info and imagefsinfo; like upstream's, its keys come out
 // sorted.
 type statusDoc struct {
 	status proto.Message
-	times  map[string]int64
+	times  map[string]time.Time
 	// allFields lists every top-level field of status, unset message fields as null, as upstream's
 	// inspect and inspectp do.
 	allFields bool
@@ -161,11 +161,7 @@ func (d statusDoc) toMap() (map[string]any, error) {
 				}
 			}
 		}
-		for k, ns := range d.times {
-			t := time.Time{}
-			if ns != 0 {
-				t = time.Unix(0, ns)
-			}
+		for k, t := range d.times {
 			status[k] = t.Format(time.RFC3339Nano)
 		}
 		m["status"] = status

@@ -135,7 +135,7 @@ func TestPrintStatusFormats(t *testing.T) {
 	st := &runtimeapi.PodSandboxStatus{Id: "abc", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1700000000123456789,
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns"}}
 	doc := statusDoc{status: st, info: map[string]string{"info": `{"pid": 42}`, "plain": `"text"`},
-		times: map[string]int64{"createdAt": st.CreatedAt}}
+		times: map[string]time.Time{"createdAt": time.Unix(0, st.CreatedAt)}}
 	var buf bytes.Buffer
 	if err := printStatus(&buf, []statusDoc{doc}, formatJSON, ""); err != nil {
 		t.Fatal(err)

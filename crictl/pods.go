@@ -187,6 +187,7 @@ func (a *app) runpCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&o.handler, "runtime", "r", "", "runtime handler to use (defined by the container runtime)")
 	cmd.Flags().DurationVarP(&o.timeout, "cancel-timeout", "T", 0, "time to wait for the request to complete before cancelling it")
+	cmd.AddCommand(a.jsonschemaCommand(false))
 	return cmd
 }
 
@@ -196,14 +197,24 @@ func (o *runpOptions) run(c context.Context, cl criClient, out io.Writer) error 
 	if err != nil {
 		return err
 	}
-	c, cancel := context.WithTimeout(c, o.timeout)
-	defer cancel()
-	r, err := cl.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: o.handler})
+	id, err := runPodSandbox(c, cl, cfg, o.handler, o.timeout)
 	if err != nil {
-		return fmt.Errorf("run pod sandbox: %w", err)
+		return err
 	}
-	fmt.Fprintln(out, r.GetPodSandboxId())
+	fmt.Fprintln(out, id)
 	return nil
+}
+
+// runPodSandbox runs a sandbox from cfg with runtime handler (empty: the runtime's default), the call
+// bounded by timeout, and returns its ID.
+func runPodSandbox(c context.Context, cl criClient, cfg *runtimeapi.PodSandboxConfig, handler string, timeout time.Duration) (string, error) {
+	c, cancel := context.WithTimeout(c, timeout)
+	defer cancel()
+	r, err := cl.rt.RunPodSandbox(c, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	if err != nil {
+		return "", fmt.Errorf("run pod sandbox: %w", err)
+	}
+	return r.GetPodSandboxId(), nil
 }
 
 // inspectpOptions are the options of inspectp: the pods by ID prefix, or else those the filters select.
@@ -247,7 +258,7 @@ func (o *inspectpOptions) run(c context.Context, cl criClient, out io.Writer) er
 		return inspected{
 			table: func(out io.Writer) { printPodStatus(out, r, !o.quiet) },
 			doc: statusDoc{status: r.GetStatus(), info: r.GetInfo(), allFields: true,
-				times: map[string]int64{"createdAt": r.GetStatus().GetCreatedAt()}},
+				times: map[string]time.Time{"createdAt": time.Unix(0, r.GetStatus().GetCreatedAt())}},
 		}, nil
 	})
 }

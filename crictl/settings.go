@@ -12,7 +12,7 @@ import (
 
 // settings is the content of a crictl config file (/etc/crictl.yaml), upstream's format: a flat YAML map
 // with the keys runtime-endpoint, image-endpoint, timeout (seconds), debug, pull-image-on-create,
-// disable-pull-on-run.
+// disable-pull-on-run, max-retries.
 type settings struct {
 	RuntimeEndpoint   string
 	ImageEndpoint     string
@@ -20,6 +20,9 @@ type settings struct {
 	Debug             bool
 	PullImageOnCreate bool
 	DisablePullOnRun  bool
+	// MaxRetries is the number of connection retries for an explicitly set endpoint (0 when the file
+	// does not say, as upstream; negative retries forever).
+	MaxRetries int
 }
 
 // readSettings parses a crictl config file. A missing file returns an error wrapping os.ErrNotExist;
@@ -68,8 +71,8 @@ func readSettings(path string) (settings, error) {
 			s.PullImageOnCreate, err = strconv.ParseBool(v.Value)
 		case "disable-pull-on-run":
 			s.DisablePullOnRun, err = strconv.ParseBool(v.Value)
-		case "max-retries": // upstream's connection retries; nodekit's client fails fast instead
-			_, err = strconv.Atoi(v.Value)
+		case "max-retries":
+			s.MaxRetries, err = strconv.Atoi(v.Value)
 		default:
 			return s, fmt.Errorf("config file %s:%d: unknown option %q (known: runtime-endpoint, image-endpoint, timeout, debug, pull-image-on-create, disable-pull-on-run, max-retries)", path, k.Line, k.Value)
 		}

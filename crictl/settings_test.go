@@ -39,10 +39,10 @@ func resolveArgs(t *testing.T, args ...string) (*app, error) {
 	t.Helper()
 	a := &app{streams: streams{errOut: os.Stderr}}
 	fs := a.tree().Flags()
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(singleDashLong(fs, args)); err != nil {
 		t.Fatal(err)
 	}
-	return a, a.resolve(fs)
+	return a, a.resolve(fs, false)
 }
 
 func TestResolvePrecedence(t *testing.T) {

@@ -40,6 +40,7 @@ func (f *streamFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.transport, "transport", "r", transportSPDY, "transport protocol to use, one of: spdy|websocket")
 	fl.StringVar(&f.tlsSNI, "tls-sni", "localhost", "server name used in the TLS client to check server certificates against")
+	longAlias(fl, "tls-sni", "tls-server-name")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "path to the streaming TLS CA certificate")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "path to the streaming TLS certificate")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "path to the streaming TLS key")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, idempotently and quietly, what a nodekit node and nodekit's tests need on Debian 12 / Ubuntu:
-# containerd, runc, the CNI reference plugins (a benchmark peer and fallback), iptables, conntrack, ipset,
+# containerd, runc, the CNI reference plugins (a benchmark peer and fallback), iptables, nft (tests read the
+# nftables proxy mode's table with it), conntrack, ipset,
 # iproute2, etcdctl, kubectl (Debian's kubernetes-client, unless a kubectl is already installed), and the
 # linters the tests run on hack/ (shellcheck, ruby -c, systemd-analyze verify).
 # Safe to rerun: it does nothing and prints nothing when everything is present.
@@ -17,6 +18,7 @@ declare -A want=(
 	[runc]=runc
 	[iptables]=iptables
 	[iptables-restore]=iptables
+	[nft]=nftables
 	[conntrack]=conntrack
 	[ipset]=ipset
 	[ip]=iproute2

@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,15 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/metrics"
-	"github.com/nodekit/nodekit/runtime/cri"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -44,34 +39,34 @@ func randSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// node is a kubelet under test on a private containerd, with its own root dir, pod log dir and cgroup
+// node is the node agent under test (agent.Run, as `nodekit agent` runs it: kubelet, node status,
+// kubelet server, probe manager) on a private containerd, with its own data dir, pod log dir and cgroup
 // root, so that parallel test binaries never share anything, talking to a real API server (embedded
-// etcd + nodekit's apiserver) with node credentials.
+// etcd + nodekit's apiserver) with node credentials. The service proxy is off.
 type node struct {
 	t          *testing.T
 	rt         *containerd.Runtime
 	api        *apiserver.Server
 	client     kubernetes.Interface // admin, for the test's own actions
-	nodeClient kubernetes.Interface // system:node:<name>, for the kubelet
 	name       string
+	cfg        agent.Config // the agent's, kept across restarts
 	rootDir    string
 	logDir     string
 	cgroupRoot string
 
-	// prober, when set before start, is plugged into the kubelet as its ProbeManager.
+	// prober, when set before start, is the agent's ProbeManager (instead of kubelet/prober).
 	prober kubelet.ProbeManager
 	// metrics, when set before start, receives the kubelet's metrics.
 	metrics *metrics.Metrics
 
-	mu     sync.Mutex
-	kl     *kubelet.Kubelet // the in-process kubelet, while running
-	cancel context.CancelFunc
-	done   chan error
-	child  *exec.Cmd
+	mu    sync.Mutex
+	kl    *kubelet.Kubelet // the in-process kubelet, while running
+	ag    *fwagent.Agent
+	child *exec.Cmd
 }
 
-// newNode starts the API server, containerd and (unless noStart) the kubelet, and registers the Node
-// with an InternalIP (the node half's job in production).
+// newNode starts the API server, containerd and (unless noStart) the agent, which registers the Node
+// with InternalIP fwagent.NodeIP.
 func newNode(t *testing.T, noStart bool) *node {
 	t.Helper()
 	return newNodeWith(t, noStart, containerd.Options{})
@@ -80,30 +75,15 @@ func newNode(t *testing.T, noStart bool) *node {
 // newNodeWith is newNode with containerd options (e.g. another CNI network).
 func newNodeWith(t *testing.T, noStart bool, opts containerd.Options) *node {
 	t.Helper()
-	sfx := randSuffix()
-	n := &node{t: t, name: "kl-" + sfx, cgroupRoot: "/nodekit-kl-" + sfx}
-	// Registered first, so it runs last: after containerd removed every pod.
-	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
+	n := &node{t: t, name: "kl-" + randSuffix()}
+	n.cgroupRoot = fwagent.CgroupRoot(t, n.name) // removed last: after containerd removed every pod
 	n.rt = containerd.Start(t, opts)
-	if os.Getenv(fakeAPIEnv) != "" {
-		c := fake.NewSimpleClientset()
-		n.client, n.nodeClient = c, c
-	} else {
-		n.api = apiserver.Start(t, apiserver.Options{})
-		n.client = n.api.Client
-		n.nodeClient = kubernetes.NewForConfigOrDie(withKubeletQPS(n.api.NodeConfig(t, n.name)))
-	}
-	dir := t.TempDir()
-	n.rootDir, n.logDir = filepath.Join(dir, "kubelet"), filepath.Join(dir, "pods-logs")
-	ctx := context.Background()
-	nd, err := n.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.10"}}
-	if _, err := n.client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	n.api = apiserver.Start(t, apiserver.Options{})
+	n.client = n.api.Client
+	n.cfg = fwagent.Config(t, n.name, n.rt, n.api)
+	n.cfg.Kubelet.CgroupRoot = n.cgroupRoot
+	n.cfg.TuneKubelet = tuneKubelet
+	n.rootDir, n.logDir = n.cfg.Paths().KubeletRoot, n.cfg.Kubelet.PodLogsDir
 	t.Cleanup(n.stop)
 	t.Cleanup(n.killChild)
 	if !noStart {
@@ -112,83 +92,43 @@ func newNodeWith(t *testing.T, noStart bool, opts containerd.Options) *node {
 	return n
 }
 
-func (n *node) config(client kubernetes.Interface, cri *cri.Client, log *slog.Logger) kubelet.Config {
-	return kubelet.Config{
-		NodeName: n.name, Runtime: cri.Runtime(), Images: cri.Image(), Client: client,
-		RootDir: n.rootDir, PodLogsDir: n.logDir, CgroupRoot: n.cgroupRoot,
-		HousekeepingPeriod: time.Second, GCPeriod: 5 * time.Second, Logger: log,
-	}
-}
+// tuneKubelet shortens the kubelet's housekeeping and GC periods.
+func tuneKubelet(k *kubelet.Config) { k.HousekeepingPeriod, k.GCPeriod = time.Second, 5*time.Second }
 
-// start runs a fresh Kubelet in this process (a restart after stop or killChild).
+// start runs a fresh agent in this process (a restart after stop or killChild).
 func (n *node) start() {
 	n.t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := n.config(n.nodeClient, n.rt.CRI, log)
-	cfg.ProbeManager = n.prober
-	cfg.Metrics = n.metrics
-	kl, err := kubelet.New(cfg)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- kl.Run(ctx) }()
+	cfg := n.cfg
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{n.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.ProbeManager, cfg.Metrics = n.prober, n.metrics
+	ag := fwagent.Start(n.t, cfg)
 	n.mu.Lock()
-	n.kl, n.cancel, n.done = kl, cancel, done
+	n.ag, n.kl = ag, ag.Kubelet()
 	n.mu.Unlock()
 }
 
-// stop stops the in-process kubelet (pods keep running in containerd).
+// stop stops the in-process agent (pods keep running in containerd).
 func (n *node) stop() {
 	n.mu.Lock()
-	cancel, done := n.cancel, n.done
-	n.cancel = nil
+	ag := n.ag
+	n.ag, n.kl = nil, nil
 	n.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			n.t.Errorf("kubelet Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		n.t.Errorf("kubelet did not stop within 30s")
+	if ag != nil {
+		ag.Stop()
 	}
 }
 
-// fakeAPIEnv, when set, makes the tests use client-go's fake clientset instead of the real API server
-// (for bisecting an API server problem; the fake has no graceful deletion, field selectors or
-// cross-process access, so tests that need those adapt or skip).
-const fakeAPIEnv = "NODEKIT_KUBELET_E2E_FAKE_API"
-
-// withKubeletQPS sets the kubelet's API client rate limits to upstream's defaults (kubeAPIQPS 50,
-// kubeAPIBurst 100) instead of client-go's 5/10.
-func withKubeletQPS(c *rest.Config) *rest.Config {
-	c.QPS, c.Burst = 50, 100
-	return c
-}
-
-// childEnv carries a child kubelet's settings (see TestMain).
+// childEnv carries a child agent's Config as JSON (see TestMain).
 const childEnv = "NODEKIT_KUBELET_E2E_CHILD"
 
-type childSpec struct {
-	Node, Kubeconfig, Endpoint, RootDir, LogDir, CgroupRoot string
-}
-
-// startChild runs the kubelet in a child process (this test binary, see TestMain), so that it can be
+// startChild runs the agent in a child process (this test binary, see TestMain), so that it can be
 // killed with SIGKILL.
 func (n *node) startChild() {
 	n.t.Helper()
-	if n.api == nil {
-		// The fake API lives in this process only: run the first kubelet here too.
-		n.start()
-		return
+	spec, err := json.Marshal(n.cfg)
+	if err != nil {
+		n.t.Fatal(err)
 	}
-	spec, _ := json.Marshal(childSpec{Node: n.name, Kubeconfig: n.api.NodeKubeconfig(n.t, n.name), Endpoint: n.rt.Endpoint(),
-		RootDir: n.rootDir, LogDir: n.logDir, CgroupRoot: n.cgroupRoot})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
 	cmd.Stdout, cmd.Stderr = testWriter{n.t}, testWriter{n.t}
@@ -200,12 +140,8 @@ func (n *node) startChild() {
 	n.mu.Unlock()
 }
 
-// killChild kills the child kubelet with SIGKILL (kill -9) and reaps it.
+// killChild kills the child agent with SIGKILL (kill -9) and reaps it.
 func (n *node) killChild() {
-	if n.api == nil {
-		n.stop()
-		return
-	}
 	n.mu.Lock()
 	cmd := n.child
 	n.child = nil
@@ -217,27 +153,14 @@ func (n *node) killChild() {
 	_ = cmd.Wait()
 }
 
-// runChild is the child process's main: a kubelet with the spec from the environment, until killed.
+// runChild is the child process's main: the agent of the Config in the environment, until killed.
 func runChild(spec string) {
-	var s childSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+	var cfg agent.Config
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
 		panic(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		panic(err)
-	}
-	ctx := context.Background()
-	c, err := cri.Dial(ctx, s.Endpoint)
-	if err != nil {
-		panic(err)
-	}
-	n := &node{name: s.Node, rootDir: s.RootDir, logDir: s.LogDir, cgroupRoot: s.CgroupRoot}
-	kl, err := kubelet.New(n.config(kubernetes.NewForConfigOrDie(withKubeletQPS(cfg)), c, slog.New(slog.NewTextHandler(os.Stderr, nil))))
-	if err != nil {
-		panic(err)
-	}
-	if err := kl.Run(ctx); err != nil {
+	cfg.TuneKubelet = tuneKubelet
+	if err := agent.Run(context.Background(), cfg); err != nil {
 		panic(err)
 	}
 }
@@ -255,29 +178,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// removeCgroupTree removes the test's cgroup root from every v1 hierarchy, deepest first.
-func removeCgroupTree(t *testing.T, root string) {
-	ctrls, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, c := range ctrls {
-		if !c.IsDir() {
-			continue
-		}
-		base := filepath.Join("/sys/fs/cgroup", c.Name(), root)
-		var dirs []string
-		_ = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("remove cgroup %s: %v", dirs[i], err)
-			}
-		}
-	}
 }
 
 // demoPod is a pod running the demo server with the downward-API env it reports.
@@ -315,20 +215,6 @@ func (n *node) create(pod *v1.Pod) *v1.Pod {
 // the kubelet completes the deletion once the containers stopped.
 func (n *node) deleteGracefully(name string, grace int64) {
 	n.t.Helper()
-	if n.api == nil {
-		// The fake clientset deletes at once; do what the API server does for a graceful delete.
-		ctx := context.Background()
-		p, err := n.client.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		now := metav1.Now()
-		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
-		if _, err := n.client.CoreV1().Pods(testNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-			n.t.Fatal(err)
-		}
-		return
-	}
 	if err := n.client.CoreV1().Pods(testNS).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		n.t.Fatal(err)
 	}

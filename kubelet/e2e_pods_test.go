@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/kubelet/metrics"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -35,8 +36,8 @@ func TestPodServesHTTP(t *testing.T) {
 	if p.Status.PodIP == "" || len(p.Status.PodIPs) == 0 {
 		t.Fatalf("no pod IP in status: %+v", p.Status)
 	}
-	if p.Status.HostIP != "192.0.2.10" {
-		t.Errorf("hostIP = %q, want the node's InternalIP 192.0.2.10", p.Status.HostIP)
+	if p.Status.HostIP != fwagent.NodeIP {
+		t.Errorf("hostIP = %q, want the node's InternalIP %s", p.Status.HostIP, fwagent.NodeIP)
 	}
 	if p.Status.QOSClass != v1.PodQOSBestEffort || p.Status.StartTime == nil {
 		t.Errorf("qosClass=%q startTime=%v", p.Status.QOSClass, p.Status.StartTime)

@@ -1,7 +1,7 @@
 // Package proxy is nodekit's service proxy (the kube-proxy of a nodekit node). A Proxier watches Services and
 // discovery.k8s.io/v1 EndpointSlices through client-go informers, computes the desired state
-// (proxy/state) and has a backend program the kernel: iptables (proxy/iptables, the default) or IPVS
-// (proxy/ipvs). The kernel forwards packets; the proxy only writes rules.
+// (proxy/state) and has a backend program the kernel: iptables (proxy/iptables, the default), nftables
+// (proxy/nftables) or IPVS (proxy/ipvs). The kernel forwards packets; the proxy only writes rules.
 //
 // Syncs are coalesced: any number of informer events between two syncs cause one sync, no two syncs start
 // less than MinSyncPeriod apart, and a sync runs at least every SyncPeriod (kube-proxy's --min-sync-period
@@ -36,6 +36,7 @@ import (
 
 	"github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/proxy/ipvs"
+	"github.com/nodekit/nodekit/proxy/nftables"
 	"github.com/nodekit/nodekit/proxy/state"
 )
 
@@ -46,7 +47,11 @@ type Mode string
 const (
 	ModeIPTables Mode = "iptables"
 	ModeIPVS     Mode = "ipvs"
+	ModeNFTables Mode = "nftables"
 )
+
+// Modes lists every proxy mode, the default first.
+var Modes = []Mode{ModeIPTables, ModeIPVS, ModeNFTables}
 
 // Config configures a Proxier.
 type Config struct {
@@ -67,7 +72,7 @@ type Config struct {
 	MetricsAddr string
 	// IPVSScheduler is the IPVS scheduler (rr, lc, sh, …); default rr. IPVS mode only.
 	IPVSScheduler string
-	// LocalhostNodePorts makes NodePorts answer on 127.0.0.0/8 too (iptables mode).
+	// LocalhostNodePorts makes NodePorts answer on 127.0.0.0/8 too (iptables and nftables modes).
 	LocalhostNodePorts bool
 	// NetNS, when set, is the network namespace the rules are written in (tests run a "node" in a netns);
 	// nil means the caller's.
@@ -88,6 +93,13 @@ type backend interface {
 type iptablesBackend struct{ s *iptables.Syncer }
 
 func (b iptablesBackend) sync(ctx context.Context, snap *state.Snapshot, full bool) (map[string]int, error) {
+	r, err := b.s.Sync(ctx, snap, full)
+	return r.Rules, err
+}
+
+type nftablesBackend struct{ s *nftables.Syncer }
+
+func (b nftablesBackend) sync(ctx context.Context, snap *state.Snapshot, full bool) (map[string]int, error) {
 	r, err := b.s.Sync(ctx, snap, full)
 	return r.Rules, err
 }
@@ -175,8 +187,14 @@ func New(cfg Config) (*Proxier, error) {
 				return err
 			}
 			p.backend = ipvsBackend{s}
+		case ModeNFTables:
+			s, err := nftables.New(nftables.Config{ClusterCIDR: cidr, LocalhostNodePorts: cfg.LocalhostNodePorts}, log)
+			if err != nil {
+				return err
+			}
+			p.backend = nftablesBackend{s}
 		default:
-			return fmt.Errorf("proxy: --proxy-mode %q is not iptables or ipvs", cfg.Mode)
+			return fmt.Errorf("proxy: --proxy-mode %q is not iptables, ipvs or nftables", cfg.Mode)
 		}
 		return nil
 	})
@@ -399,8 +417,8 @@ func (p *Proxier) healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "{\"lastSync\":%q,\"healthy\":%t,\"mode\":%q}\n", ts, healthy, p.cfg.Mode)
 }
 
-// Cleanup removes every rule, chain, ipset and interface nodekit's proxy owns in either mode, in the network
-// namespace of the caller (kube-proxy --cleanup). It works on a kernel without ip_vs too.
+// Cleanup removes every rule, chain, table, ipset and interface nodekit's proxy owns in any mode, in the
+// network namespace of the caller (kube-proxy --cleanup). It works on a kernel without ip_vs too.
 func Cleanup(ctx context.Context) error {
-	return errors.Join(iptables.Cleanup(ctx), ipvs.Cleanup(ctx))
+	return errors.Join(iptables.Cleanup(ctx), ipvs.Cleanup(ctx), nftables.Cleanup(ctx))
 }

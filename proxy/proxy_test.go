@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/ipvs"
+	"github.com/nodekit/nodekit/proxy/nftables"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -97,10 +98,56 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// eachMode runs test as one subtest per proxy mode; a mode the kernel cannot run (IPVS without ip_vs) is
+// skipped with the reason.
+func eachMode(t *testing.T, test func(*testing.T, Mode)) {
+	for _, m := range Modes {
+		t.Run(string(m), func(t *testing.T) {
+			if m == ModeIPVS {
+				if err := ipvs.Available(); err != nil {
+					t.Skip(err)
+				}
+			}
+			test(t, m)
+		})
+	}
+}
+
+// programmed returns what the mode wrote in node, as the mode's own listing tool prints it, and the lines
+// that show a Service programmed to an endpoint and a Service rejected for lack of endpoints.
+func programmed(t *testing.T, node ns.NetNS, mode Mode) (listing, toEndpoint, rejected string) {
+	t.Helper()
+	cmd := []string{"iptables-save"}
+	toEndpoint = "--to-destination 10.244.0.5:8080"
+	rejected = `-d 10.96.0.4/32 -p tcp -m tcp --dport 80 -m comment --comment "default/unresolved:p/TCP has no endpoints" -j REJECT`
+	switch mode {
+	case ModeNFTables:
+		cmd = []string{"nft", "list", "table", "ip", nftables.TableName}
+		toEndpoint, rejected = "dnat to 10.244.0.5:8080", "10.96.0.4 . tcp . 80 : goto reject-chain"
+	case ModeIPVS:
+		cmd = []string{"ipvsadm", "-Ln"}
+		toEndpoint, rejected = "10.244.0.5:8080", "" // IPVS has no virtual server for the port
+	}
+	if _, err := exec.LookPath(cmd[0]); err != nil {
+		t.Skipf("%s not installed: the test reads the rules with it", cmd[0])
+	}
+	var out []byte
+	if err := node.Do(func(ns.NetNS) error {
+		var err error
+		out, err = exec.Command(cmd[0], cmd[1:]...).Output()
+		return err
+	}); err != nil {
+		t.Fatalf("%v: %v", cmd, err)
+	}
+	return string(out), toEndpoint, rejected
+}
+
 // TestBadServicesDoNotBreakOthers: Services the API server would normally refuse (port 0, an unknown
 // protocol) and one whose targetPort name no endpoint has are reported by name in the log and in
 // nodekit_proxy_service_problems, while the good Service next to them is programmed.
-func TestBadServicesDoNotBreakOthers(t *testing.T) {
+func TestBadServicesDoNotBreakOthers(t *testing.T) { eachMode(t, testBadServicesDoNotBreakOthers) }
+
+func testBadServicesDoNotBreakOthers(t *testing.T, mode Mode) {
 	node := testns.New(t)
 	client := fake.NewClientset(
 		service("bad-port", "10.96.0.2", 0, v1.ProtocolTCP),
@@ -116,22 +163,15 @@ func TestBadServicesDoNotBreakOthers(t *testing.T) {
 		}
 	}
 	var logs syncBuffer
-	p := start(t, Config{Client: client, NodeName: "n1", NetNS: node, MinSyncPeriod: 10 * time.Millisecond,
+	p := start(t, Config{Client: client, Mode: mode, NodeName: "n1", NetNS: node, MinSyncPeriod: 10 * time.Millisecond,
 		MetricsAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	waitFor(t, "first sync", func() bool { return p.Applied() != nil })
 
-	var saved []byte
-	if err := node.Do(func(ns.NetNS) error {
-		var err error
-		saved, err = exec.Command("iptables-save").Output()
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(saved), "--to-destination 10.244.0.5:8080") {
+	saved, toEndpoint, rejected := programmed(t, node, mode)
+	if !strings.Contains(saved, toEndpoint) {
 		t.Errorf("good Service not programmed:\n%s", saved)
 	}
-	if !strings.Contains(string(saved), `-d 10.96.0.4/32 -p tcp -m tcp --dport 80 -m comment --comment "default/unresolved:p/TCP has no endpoints" -j REJECT`) {
+	if rejected != "" && !strings.Contains(saved, rejected) {
 		t.Errorf("unresolved Service not rejected:\n%s", saved)
 	}
 	_, metrics := get(t, "http://"+p.Addr()+"/metrics")
@@ -146,7 +186,11 @@ func TestBadServicesDoNotBreakOthers(t *testing.T) {
 	if strings.Contains(metrics, `service="default/good"`) {
 		t.Errorf("good Service reported as a problem")
 	}
-	for _, m := range []string{"nodekit_proxy_sync_duration_seconds_count", `nodekit_proxy_rules{kind="nat"}`, "nodekit_proxy_last_sync_timestamp_seconds"} {
+	rulesKind := `nodekit_proxy_rules{kind="nat"}`
+	if mode == ModeNFTables {
+		rulesKind = `nodekit_proxy_rules{kind="rules"}`
+	}
+	for _, m := range []string{"nodekit_proxy_sync_duration_seconds_count", rulesKind, "nodekit_proxy_last_sync_timestamp_seconds"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("metrics lack %s", m)
 		}
@@ -159,10 +203,12 @@ func TestBadServicesDoNotBreakOthers(t *testing.T) {
 
 // TestBurstIsCoalesced: 40 Services created in a burst are applied in a handful of syncs, never more
 // often than MinSyncPeriod.
-func TestBurstIsCoalesced(t *testing.T) {
+func TestBurstIsCoalesced(t *testing.T) { eachMode(t, testBurstIsCoalesced) }
+
+func testBurstIsCoalesced(t *testing.T, mode Mode) {
 	node := testns.New(t)
 	client := fake.NewClientset()
-	p := start(t, Config{Client: client, NodeName: "n1", NetNS: node, MinSyncPeriod: 500 * time.Millisecond, MetricsAddr: "127.0.0.1:0"})
+	p := start(t, Config{Client: client, Mode: mode, NodeName: "n1", NetNS: node, MinSyncPeriod: 500 * time.Millisecond, MetricsAddr: "127.0.0.1:0"})
 	waitFor(t, "first sync", func() bool { return p.Applied() != nil })
 	for i := 0; i < 40; i++ {
 		if _, err := client.CoreV1().Services("default").Create(context.Background(),

@@ -26,6 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/server"
 )
 
 func main() {
@@ -49,15 +53,16 @@ func run(nPods, nSamples, workers int) error {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 	apiPort, etcdPort := freePort(), freePort()
-	srv := exec.Command(bin, "--data-dir", tmp, "server", "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
-		"--etcd-listen-client", "127.0.0.1:"+strconv.Itoa(etcdPort))
+	sc := server.Config{DataDir: tmp, APIServer: apiserver.Options{BindAddress: "127.0.0.1", Port: apiPort},
+		Etcd: etcd.Config{ClientAddr: "127.0.0.1:" + strconv.Itoa(etcdPort)}}
+	srv := exec.Command(bin, append([]string{"--data-dir", tmp, server.CommandName}, sc.Args()...)...)
 	logf, _ := os.Create(filepath.Join(tmp, "server.log"))
 	srv.Stdout, srv.Stderr = logf, logf
 	if err := srv.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _, _ = srv.Process.Wait() }()
-	c, err := waitClient(filepath.Join(tmp, "admin.kubeconfig"))
+	c, err := waitClient(sc.Paths().AdminKubeconfig)
 	if err != nil {
 		return err
 	}

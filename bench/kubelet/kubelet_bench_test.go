@@ -3,13 +3,12 @@
 // batch of 30 created together, with the image already present; and, in the same run against the same
 // containerd, the raw-CRI floor: RunPodSandbox + CreateContainer + StartContainer of the same image with
 // no kubelet and no API. It prints p50/p99 side by side, then the time to fill the node with 110 pods
-// and the agent's (kubelet's) resident memory with those 110 pods running. With the real API server the
-// kubelet runs in a child process (this benchmark binary re-executed, see TestMain), so its RSS is its
-// own and not the in-process etcd's and API server's; with the fake API it runs in-process and the RSS
-// printed is the whole benchmark process's.
+// and the agent's resident memory with those 110 pods running. The agent (agent.Run, what `nodekit
+// agent` runs: kubelet, node status, kubelet server, probe manager; the service proxy off) runs in a
+// child process (this benchmark binary re-executed, see TestMain) against the real API server (embedded
+// etcd + nodekit apiserver) in this one, so its RSS is its own.
 //
-//	go test -bench . -benchtime 1x ./bench/kubelet/      # real API server (embedded etcd + nodekit apiserver)
-//	NODEKIT_BENCH_FAKE_API=1 go test -bench . -benchtime 1x ./bench/kubelet/   # client-go fake API instead
+//	go test -bench . -benchtime 1x ./bench/kubelet/
 //
 // bench/kubelet/cycles.sh runs the 200 create/delete cycle leak check.
 package kubelet_bench
@@ -24,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -38,14 +36,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/images/bundled"
-	"github.com/nodekit/nodekit/kubelet"
-	"github.com/nodekit/nodekit/runtime/cri"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -65,7 +61,7 @@ type setup struct {
 	rt     *containerd.Runtime
 	client kubernetes.Interface
 	node   string
-	// kubeletPID is the process the kubelet runs in (a child, or this process with the fake API).
+	// kubeletPID is the agent's process (a child).
 	kubeletPID int
 	// stopKubelet stops the kubelet (before the raw-CRI floor runs: a kubelet rightly removes pods
 	// made behind its back).
@@ -73,90 +69,56 @@ type setup struct {
 }
 
 func start(b *testing.B) *setup {
-	sfx := suffix()
-	s := &setup{node: "bench-" + sfx}
-	cgroupRoot := "/nodekit-bench-" + sfx
-	b.Cleanup(func() { removeCgroups(cgroupRoot) })
+	s := &setup{node: "bench-" + suffix()}
+	cgroupRoot := fwagent.CgroupRoot(b, s.node) // removed last, after containerd removed the pods
 	s.rt = containerd.Start(b, containerd.Options{})
-	dir := b.TempDir()
-	spec := childSpec{Node: s.node, Endpoint: s.rt.Endpoint(), RootDir: filepath.Join(dir, "kubelet"),
-		LogDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot}
-	if os.Getenv("NODEKIT_BENCH_FAKE_API") != "" {
-		c := fake.NewSimpleClientset()
-		s.client = c
-		s.runInProcess(b, spec, c, s.rt.CRI.Runtime(), s.rt.CRI.Image())
-		return s
-	}
 	api := apiserver.Start(b, apiserver.Options{})
 	// The bench's own client must not be throttled (client-go's default is 5 QPS).
 	admin := rest.CopyConfig(api.Config)
 	admin.QPS, admin.Burst = 200, 200
 	s.client = kubernetes.NewForConfigOrDie(admin)
-	spec.Kubeconfig = api.NodeKubeconfig(b, s.node)
-	s.runChild(b, spec)
+	cfg := fwagent.Config(b, s.node, s.rt, api)
+	cfg.Kubelet.CgroupRoot = cgroupRoot
+	s.runChild(b, cfg)
 	return s
 }
 
-// childSpec tells a child process which kubelet to run.
-type childSpec struct {
-	Node, Kubeconfig, Endpoint, RootDir, LogDir, CgroupRoot string
-}
-
+// childEnv carries the child's agent.Config as JSON.
 const childEnv = "NODEKIT_BENCH_KUBELET_CHILD"
 
-// TestMain runs the kubelet instead of the benchmarks when started as the benchmark's child.
+// TestMain runs the agent instead of the benchmarks when started as the benchmark's child.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(kubeletChild(spec))
+		os.Exit(agentChild(spec))
 	}
 	os.Exit(m.Run())
 }
 
-// kubeletChild runs a kubelet from the JSON childSpec until SIGTERM; it returns the exit code.
-func kubeletChild(specJSON string) int {
-	var spec childSpec
-	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+// agentChild runs the agent of the JSON agent.Config until SIGTERM, logging warnings and errors only;
+// it returns the exit code.
+func agentChild(spec string) int {
+	var cfg agent.Config
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "agent child:", err)
 		return 2
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubelet child:", err)
-		return 2
-	}
-	// Upstream's kubeAPIQPS/kubeAPIBurst defaults (50/100).
-	cfg.QPS, cfg.Burst = 50, 100
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	c, err := cri.Dial(ctx, spec.Endpoint)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubelet child:", err)
-		return 2
-	}
-	defer c.Close()
-	kl, err := kubelet.New(kubeletConfig(spec, kubernetes.NewForConfigOrDie(cfg), c.Runtime(), c.Image()))
-	if err == nil {
-		err = kl.Run(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubelet child:", err)
+	if err := agent.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "agent child:", err)
 		return 1
 	}
 	return 0
 }
 
-func kubeletConfig(spec childSpec, client kubernetes.Interface, rs runtimeapi.RuntimeServiceClient, is runtimeapi.ImageServiceClient) kubelet.Config {
-	return kubelet.Config{
-		NodeName: spec.Node, Runtime: rs, Images: is, Client: client,
-		RootDir: spec.RootDir, PodLogsDir: spec.LogDir, CgroupRoot: spec.CgroupRoot,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-}
-
-// runChild starts the kubelet in a child process; stopKubelet sends it SIGTERM and reaps it (SIGKILL
+// runChild starts the agent in a child process; stopKubelet sends it SIGTERM and reaps it (SIGKILL
 // after 30 s).
-func (s *setup) runChild(b *testing.B, spec childSpec) {
-	js, _ := json.Marshal(spec)
+func (s *setup) runChild(b *testing.B, cfg agent.Config) {
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -181,21 +143,6 @@ func (s *setup) runChild(b *testing.B, spec childSpec) {
 	b.Cleanup(s.stopKubelet)
 }
 
-// runInProcess runs the kubelet in this process (the fake API cannot be shared with a child).
-func (s *setup) runInProcess(b *testing.B, spec childSpec, client kubernetes.Interface, rs runtimeapi.RuntimeServiceClient, is runtimeapi.ImageServiceClient) {
-	kl, err := kubelet.New(kubeletConfig(spec, client, rs, is))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.kubeletPID = os.Getpid()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- kl.Run(ctx) }()
-	var once sync.Once
-	s.stopKubelet = func() { once.Do(func() { cancel(); <-done }) }
-	b.Cleanup(s.stopKubelet)
-}
-
 // memoryKiB reads VmRSS (resident now) and VmHWM (peak resident) of process pid from
 // /proc/<pid>/status, in KiB.
 func memoryKiB(pid int) (rss, hwm int64, err error) {
@@ -215,23 +162,6 @@ func memoryKiB(pid int) (rss, hwm int64, err error) {
 		return 0, 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 	}
 	return rss, hwm, nil
-}
-
-func removeCgroups(root string) {
-	ctrls, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, c := range ctrls {
-		base := filepath.Join("/sys/fs/cgroup", c.Name(), root)
-		var dirs []string
-		_ = filepath.Walk(base, func(p string, info os.FileInfo, err error) error {
-			if err == nil && info.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = os.Remove(dirs[i])
-		}
-	}
 }
 
 func (s *setup) pod(name string) *v1.Pod {
@@ -431,11 +361,7 @@ func BenchmarkPodStartLatency(b *testing.B) {
 		fmt.Printf("%-28s %10v %10v   %10v %10v\n", "raw CRI floor (runp+create+start)", r(pct(rawSingle, .5)), r(pct(rawSingle, .99)), r(pct(rawBatch, .5)), r(pct(rawBatch, .99)))
 		fmt.Printf("node fill: %d pods created together all Running after %v (per pod p50 %v, p99 %v)\n",
 			maxPods, r(fillTook), r(pct(fillLat, .5)), r(pct(fillLat, .99)))
-		who := "kubelet child process"
-		if s.kubeletPID == os.Getpid() {
-			who = "whole benchmark process: fake API, kubelet in-process"
-		}
-		fmt.Printf("agent RSS at %d pods: %.1f MiB (peak %.1f MiB; %s)\n", maxPods, float64(rss)/1024, float64(hwm)/1024, who)
+		fmt.Printf("agent RSS at %d pods: %.1f MiB (peak %.1f MiB; agent child process)\n", maxPods, float64(rss)/1024, float64(hwm)/1024)
 		b.ReportMetric(float64(rss)/1024, "MiB-agent-RSS-110pods")
 		b.ReportMetric(float64(pct(single, .5).Milliseconds()), "ms-p50-1pod")
 		b.ReportMetric(float64(pct(batchLat, .99).Milliseconds()), "ms-p99-30pods")

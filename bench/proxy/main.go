@@ -1,10 +1,11 @@
-// Command proxy-bench measures nodekit's iptables proxy backend in a fresh network namespace: the full sync
+// Command proxy-bench measures a nodekit proxy backend (iptables or nftables) in a fresh network namespace: the full sync
 // time for N Services × 3 endpoints (first sync into empty tables, and a full resync over existing rules as
 // after a restart), and the time to apply one Service change (one endpoint replaced, a partial sync), and
-// prints the figures. Usage (root): go run ./bench/proxy [-services 1000,10000] [-changes 5]
+// prints the figures. Usage (root): go run ./bench/proxy [-mode iptables|nftables] [-services 1000,10000] [-changes 5]
 //
 // The figures are what kube-proxy reports as sync_proxy_rules_duration_seconds: computing the desired state
-// from Services and EndpointSlices, building the rules and running iptables-restore.
+// from Services and EndpointSlices, building the rules and writing them (iptables-restore, or nf_tables
+// netlink transactions).
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/proxy/iptables"
+	"github.com/nodekit/nodekit/proxy/nftables"
 	"github.com/nodekit/nodekit/proxy/state"
 )
 
@@ -36,13 +38,21 @@ func main() {
 	sizes := flag.String("services", "1000,10000", "comma-separated Service counts")
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
 	flag.IntVar(&batchChains, "batch-chains", 0, "chains per iptables-restore run (0: the proxy's default, -1: one run per sync)")
+	flag.StringVar(&mode, "mode", "iptables", "backend: iptables or nftables")
 	flag.Parse()
+	if mode != "iptables" && mode != "nftables" {
+		fail(fmt.Errorf("-mode %q is not iptables or nftables", mode))
+	}
 	// An interrupted run (a 10k sync can take minutes on a loaded box) ends iptables-restore and still
 	// removes its namespace.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
+	if mode == "nftables" {
+		fmt.Println("nodekit proxy (nftables mode, nf_tables netlink) — Services × 3 endpoints, in a fresh network namespace")
+	} else {
+		fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
+	}
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
@@ -54,7 +64,38 @@ func main() {
 	}
 }
 
-var batchChains int
+var (
+	batchChains int
+	mode        string
+)
+
+// backend is one proxy backend under measurement: sync writes snap and describes what it wrote, with the
+// number of chains it (re)wrote.
+type backend func(ctx context.Context, snap *state.Snapshot, full bool) (what string, chainsWritten int, err error)
+
+// newBackend returns a fresh Syncer of the -mode backend, as a proxy (re)start makes.
+func newBackend() (backend, error) {
+	if mode == "nftables" {
+		s, err := nftables.New(nftables.Config{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, snap *state.Snapshot, full bool) (string, int, error) {
+			r, err := s.Sync(ctx, snap, full)
+			return fmt.Sprintf("%d rules, %d chains, %d map elements, %d netlink messages in %d transactions",
+				r.Rules["rules"], r.Rules["chains"], r.Rules["elements"], r.Messages, r.Transactions), r.ChainsWritten, err
+		}, nil
+	}
+	s, err := iptables.New(iptables.Config{BatchChains: batchChains}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, snap *state.Snapshot, full bool) (string, int, error) {
+		r, err := s.Sync(ctx, snap, full)
+		return fmt.Sprintf("%d rules, %d chains, %d iptables-restore runs", r.Rules["nat"]+r.Rules["filter"], r.ChainsWritten, r.Batches),
+			r.ChainsWritten, err
+	}, nil
+}
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "proxy-bench:", err)
@@ -107,25 +148,27 @@ func run(ctx context.Context, n, changes int) error {
 	svcs, slices := objects(n)
 	return node.Do(func(ns.NetNS) error {
 		opts := state.Options{NodeName: "bench-node"}
-		s, err := iptables.New(iptables.Config{BatchChains: batchChains}, nil)
+		s, err := newBackend()
 		if err != nil {
 			return err
 		}
-		sync := func(syncer *iptables.Syncer, full bool) (time.Duration, iptables.Result, error) {
+		sync := func(syncer backend, full bool) (time.Duration, int, error) {
 			start := time.Now()
 			snap := state.Compute(svcs, slices, opts)
-			res, err := syncer.Sync(ctx, snap, full)
-			return time.Since(start), res, err
+			what, written, err := syncer(ctx, snap, full)
+			if full && err == nil {
+				fmt.Printf("%d services: %s\n", n, what)
+			}
+			return time.Since(start), written, err
 		}
-		first, res, err := sync(s, true)
+		first, _, err := sync(s, true)
 		if err != nil {
 			return err
 		}
 		// Each figure is printed as soon as it is measured: a 10k run can take many minutes on a loaded box.
-		fmt.Printf("%d services (%d rules, %d chains, %d iptables-restore runs): first sync %s\n", n,
-			res.Rules["nat"]+res.Rules["filter"], res.ChainsWritten, res.Batches, first.Round(time.Millisecond))
+		fmt.Printf("%d services: first sync %s\n", n, first.Round(time.Millisecond))
 		// A restart: a new Syncer rewrites every chain over the existing ones.
-		s2, err := iptables.New(iptables.Config{BatchChains: batchChains}, nil)
+		s2, err := newBackend()
 		if err != nil {
 			return err
 		}
@@ -138,12 +181,12 @@ func run(ctx context.Context, n, changes int) error {
 		for c := 0; c < changes; c++ {
 			i := (c * 7919) % n
 			slices[i] = slice(svcs[i].Name, i, c+1)
-			d, r, err := sync(s2, false)
+			d, written, err := sync(s2, false)
 			if err != nil {
 				return err
 			}
-			if r.ChainsWritten > 12 {
-				return fmt.Errorf("one change rewrote %d chains; partial sync is not partial", r.ChainsWritten)
+			if written > 12 {
+				return fmt.Errorf("one change rewrote %d chains; partial sync is not partial", written)
 			}
 			times = append(times, d)
 			fmt.Printf("%d services: one change %s\n", n, d.Round(time.Millisecond))

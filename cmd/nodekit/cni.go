@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/install"
 	"github.com/nodekit/nodekit/cni/netconf"
@@ -16,9 +17,13 @@ import (
 // steps the agent performs at start-up, available by hand for operators.
 func init() {
 	cni := &cobra.Command{Use: "cni", Short: "Install nodekit's CNI plugin and manage the node's CNI network config"}
+	cni.AddCommand(cniInstallCmd(), cniWriteConfigCmd(), cniReadyCmd())
+	root.AddCommand(cni)
+}
 
+func cniInstallCmd() *cobra.Command {
 	var src, binDir string
-	installCmd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Copy the nodekit-cni plugin into the CNI bin dir (atomically)",
 		Args:  cobra.NoArgs,
@@ -38,17 +43,20 @@ func init() {
 			return nil
 		},
 	}
-	installCmd.Flags().StringVar(&src, "src", "", "the built nodekit-cni (default: nodekit-cni next to this executable)")
-	installCmd.Flags().StringVar(&binDir, "bin-dir", "/opt/cni/bin", "CNI bin dir the runtime searches")
+	cmd.Flags().StringVar(&src, "src", "", "the built nodekit-cni (default: nodekit-cni next to this executable)")
+	cmd.Flags().StringVar(&binDir, "bin-dir", "/opt/cni/bin", "CNI bin dir the runtime searches")
+	return cmd
+}
 
+func cniWriteConfigCmd() *cobra.Command {
 	var o config.Options
-	writeCmd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "write-config",
 		Short: "Write the node's conflist from its podCIDR and the cluster CIDR (atomically, validated)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.DataDir == "" {
-				o.DataDir = filepath.Join(globals.dataDir, "cni")
+				o.DataDir = agent.Config{DataDir: globals.dataDir}.Paths().CNI
 			}
 			path, err := config.Write(o)
 			if err != nil {
@@ -58,7 +66,7 @@ func init() {
 			return nil
 		},
 	}
-	f := writeCmd.Flags()
+	f := cmd.Flags()
 	f.StringVar(&o.Path, "path", config.DefaultPath, "conflist path")
 	f.StringVar(&o.PodCIDR, "pod-cidr", "", "the node's podCIDR (required)")
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", "", "the cluster's pod CIDR (required)")
@@ -68,9 +76,12 @@ func init() {
 	f.StringVar(&o.DataDir, "ipam-dir", "", "IPAM state directory (default <data-dir>/cni)")
 	f.StringVar(&o.CNIVersion, "cni-version", config.CNIVersion, `conflist cniVersion ("1.0.0" for containerd 1.x)`)
 	f.StringSliceVar(&o.BinDirs, "bin-dir", nil, "validate against the plugin installed in these CNI bin dirs")
+	return cmd
+}
 
-	var readyBinDirs []string
-	readyCmd := &cobra.Command{
+func cniReadyCmd() *cobra.Command {
+	var binDirs []string
+	cmd := &cobra.Command{
 		Use:   "ready [conflist]",
 		Short: "Exit 0 when the node's CNI network config is in place and valid",
 		Args:  cobra.MaximumNArgs(1),
@@ -79,15 +90,13 @@ func init() {
 			if len(args) == 1 {
 				path = args[0]
 			}
-			if err := config.Ready(cmd.Context(), path, readyBinDirs...); err != nil {
+			if err := config.Ready(cmd.Context(), path, binDirs...); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ready:", path)
 			return nil
 		},
 	}
-	readyCmd.Flags().StringSliceVar(&readyBinDirs, "bin-dir", nil, "also check the plugin installed in these CNI bin dirs")
-
-	cni.AddCommand(installCmd, writeCmd, readyCmd)
-	root.AddCommand(cni)
+	cmd.Flags().StringSliceVar(&binDirs, "bin-dir", nil, "also check the plugin installed in these CNI bin dirs")
+	return cmd
 }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/runtime/containerd"
 )
 
@@ -49,9 +49,10 @@ SIGTERM. Containers keep running under their shims when it stops, unless --clean
 }
 
 func runContainerd(cmd *cobra.Command, f *containerdFlags) error {
-	f.cfg.Dir = filepath.Join(globals.dataDir, "containerd")
+	paths := agent.Config{DataDir: globals.dataDir}.Paths() // the agent's managed containerd and images
+	f.cfg.Dir = paths.Containerd
 	if f.cfg.ImagesDir == "" {
-		f.cfg.ImagesDir = filepath.Join(globals.dataDir, "images")
+		f.cfg.ImagesDir = paths.Images
 	}
 	f.cfg.Logger = slog.Default()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)

@@ -24,6 +24,6 @@ conflist and the CNI IPAM store: the host is as before the first 'nodekit up'.`,
 			return cluster.Down(cmd.Context(), cluster.DownOptions{DataDir: globals.dataDir, Purge: purge})
 		},
 	}
-	cmd.Flags().BoolVar(&purge, "purge", false, "also remove the data directory, the CNI conflist and the IPAM store")
+	cmd.Flags().BoolVar(&purge, cluster.FlagPurge, false, "also remove the data directory, the CNI conflist and the IPAM store")
 	root.AddCommand(cmd)
 }

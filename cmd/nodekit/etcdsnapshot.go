@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/server"
 )
 
 func init() {
@@ -31,7 +31,7 @@ func init() {
 			return nil
 		},
 	}
-	save.Flags().StringSliceVar(&endpoints, "etcd-servers", []string{"http://127.0.0.1:2379"}, "etcd client URLs")
+	save.Flags().StringSliceVar(&endpoints, "etcd-servers", []string{"http://" + server.DefaultEtcdClientAddr}, "etcd client URLs")
 	save.Flags().StringVar(&caFile, "etcd-cafile", "", "etcd CA file")
 	save.Flags().StringVar(&certFile, "etcd-certfile", "", "etcd client certificate")
 	save.Flags().StringVar(&keyFile, "etcd-keyfile", "", "etcd client key")
@@ -42,7 +42,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := dataDir
 			if dir == "" {
-				dir = filepath.Join(globals.dataDir, "etcd")
+				dir = server.Config{DataDir: globals.dataDir}.Paths().EtcdDir
 			}
 			n, err := etcd.Restore(cmd.Context(), args[0], dir)
 			if err != nil {

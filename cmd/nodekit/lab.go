@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/server"
 )
 
 // labDataDir is --data-dir, or /var/lib/nodekit-lab when it was not given (so a lab never shares the
 // single-node cluster's data).
 func labDataDir() string {
-	if root.PersistentFlags().Changed("data-dir") {
+	if root.PersistentFlags().Changed(cli.FlagDataDir) {
 		return globals.dataDir
 	}
 	return cluster.DefaultLabDataDir
@@ -27,6 +29,11 @@ func init() {
 		Use:   "lab",
 		Short: "Multi-node labs on one host: a server and N agent nodes as network namespaces on a lab bridge",
 	}
+	lab.AddCommand(labUpCmd(), labDownCmd(), labExecCmd())
+	root.AddCommand(lab)
+}
+
+func labUpCmd() *cobra.Command {
 	var (
 		cfg            cluster.LabConfig
 		componentLevel string
@@ -42,9 +49,7 @@ func init() {
 			if cfg.ComponentLogs, err = componentLogs(componentLevel); err != nil {
 				return err
 			}
-			cfg.DataDir = labDataDir()
-			cfg.Out = cmd.OutOrStdout()
-			cfg.CLI = os.Args[0]
+			cfg.DataDir, cfg.Out, cfg.CLI = labDataDir(), cmd.OutOrStdout(), os.Args[0]
 			// The nodes import <data-dir>/images by default and nodekit.local images cannot be pulled:
 			// without archives there no lab pod could start.
 			if err := ensureImages(cmd, cfg.ImagesDir, cfg.DataDir); err != nil {
@@ -67,15 +72,18 @@ func init() {
 	f.IntVar(&cfg.JoinNodes, "join-nodes", 0, "number of extra nodes made without an agent, to join like real machines (hack/install.sh agent --token inside 'lab exec'; the summary prints how)")
 	f.StringVar(&cfg.Prefix, "prefix", "nklab", "prefix of the lab's bridge, namespaces, interfaces and node names")
 	f.StringVar(&cfg.Subnet, "subnet", "172.30.0.0/24", "lab bridge /24: the server is .1, node i is .(10+i)")
-	f.IntVar(&cfg.APIPort, "secure-port", 6443, "API server HTTPS port (on the lab bridge address)")
-	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd client address")
-	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range")
-	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network; each node's podCIDR is cut from it")
+	f.IntVar(&cfg.APIPort, "secure-port", server.DefaultSecurePort, "API server HTTPS port (on the lab bridge address)")
+	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", server.DefaultEtcdClientAddr, "embedded etcd client address")
+	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", server.DefaultServiceCIDR, "ClusterIP range")
+	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", server.DefaultClusterCIDR, "pod network; each node's podCIDR is cut from it")
 	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images, built there first when empty and run from a nodekit source tree)")
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary the agents manage (default: containerd from PATH)")
 	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr")
+	return up
+}
 
-	down := &cobra.Command{
+func labDownCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "down",
 		Short: "Stop the lab and remove all of it: pods, containerd, namespaces, veths, bridge, rules, data",
 		Args:  cobra.NoArgs,
@@ -87,7 +95,10 @@ func init() {
 			return cluster.LabDown(cmd.Context(), labDataDir(), exe, nil)
 		},
 	}
-	execCmd := &cobra.Command{
+}
+
+func labExecCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "exec NODE -- CMD [ARGS...]",
 		Short: "Run a command in a lab node's network namespace",
 		Args:  cobra.MinimumNArgs(2),
@@ -100,6 +111,4 @@ func init() {
 			return err
 		},
 	}
-	lab.AddCommand(up, down, execCmd)
-	root.AddCommand(lab)
 }

@@ -9,12 +9,15 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/internal/logging"
 )
 
 // globalFlags are the flags every subcommand shares.
@@ -39,23 +42,19 @@ var (
 
 func init() {
 	pf := root.PersistentFlags()
-	pf.StringVar(&globals.dataDir, "data-dir", "/var/lib/nodekit", "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
-	pf.StringVar(&globals.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	pf.BoolVar(&globals.logJSON, "log-json", false, "write logs as JSON lines instead of key=value text")
+	pf.StringVar(&globals.dataDir, cli.FlagDataDir, cluster.DefaultDataDir, "directory for nodekit's persistent state (containerd root, etcd, PKI, images)")
+	pf.StringVar(&globals.logLevel, cli.FlagLogLevel, "info", "log level: debug, info, warn or error")
+	pf.BoolVar(&globals.logJSON, cli.FlagLogJSON, false, "write logs as JSON lines instead of key=value text")
 }
 
-// setupLogging installs the process-wide slog handler on stderr.
+// setupLogging installs the process-wide slog handler on stderr, klog (client-go, the apiserver
+// libraries) included.
 func setupLogging(level string, asJSON bool) error {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	h, err := logging.NewHandler(os.Stderr, level, asJSON)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
-	if asJSON {
-		h = slog.NewJSONHandler(os.Stderr, opts)
-	}
-	slog.SetDefault(slog.New(h))
+	logging.Install(h)
 	return nil
 }
 

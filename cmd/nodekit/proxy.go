@@ -56,7 +56,7 @@ func init() {
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file to reach the API server")
-	f.StringVar(&mode, "proxy-mode", string(proxy.ModeIPTables), "backend: iptables or ipvs")
+	f.StringVar(&mode, "proxy-mode", string(proxy.ModeIPTables), "backend: iptables, ipvs or nftables")
 	f.StringVar(&clusterCIDR, "cluster-cidr", "", "pod network CIDR; ClusterIP traffic from outside it is masqueraded")
 	f.StringVar(&nodeName, "hostname-override", "", "this node's name (default: the hostname), for traffic policy Local")
 	f.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "host:port serving /healthz and /metrics; empty disables")

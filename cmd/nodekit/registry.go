@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/images/registry"
 )
 
@@ -24,7 +24,7 @@ managed containerd writes that file with runtime/containerd.WriteRegistryHost. R
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
-				dir = filepath.Join(globals.dataDir, "images")
+				dir = agent.Config{DataDir: globals.dataDir}.Paths().Images
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

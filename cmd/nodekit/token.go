@@ -2,37 +2,36 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/controlplane/jointoken"
+	"github.com/nodekit/nodekit/server"
 )
 
-// tokenFlags are `nodekit token`'s flags (kubeadm token's, for nodekit).
-var tokenFlags struct {
-	kubeconfig string
-	create     jointoken.Options
-}
+// tokenKubeconfig is `nodekit token`'s --kubeconfig (kubeadm token's, for nodekit).
+var tokenKubeconfig string
 
 func init() {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Manage node join (bootstrap) tokens: create, list, delete",
 	}
-	cmd.PersistentFlags().StringVar(&tokenFlags.kubeconfig, "kubeconfig", "", "admin kubeconfig (default <data-dir>/admin.kubeconfig)")
-	create := &cobra.Command{
+	cmd.PersistentFlags().StringVar(&tokenKubeconfig, "kubeconfig", "", "admin kubeconfig (default <data-dir>/admin.kubeconfig)")
+	cmd.AddCommand(tokenCreateCmd(), tokenListCmd(), tokenDeleteCmd())
+	root.AddCommand(cmd)
+}
+
+func tokenCreateCmd() *cobra.Command {
+	var o jointoken.Options
+	cmd := &cobra.Command{
 		Use:   "create [TOKEN]",
 		Short: "Create a bootstrap token and print it with the agent's join command (server URL and CA hash)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := tokenFlags.create
 			if len(args) == 1 {
 				o.Token = args[0]
 			}
@@ -53,12 +52,16 @@ func init() {
 			return nil
 		},
 	}
-	f := create.Flags()
-	f.DurationVar(&tokenFlags.create.TTL, "ttl", 24*time.Hour, "how long the token is valid (0: never expires)")
-	f.StringVar(&tokenFlags.create.Description, "description", "", "human-readable description of the token")
-	f.StringSliceVar(&tokenFlags.create.Groups, "groups", []string{jointoken.DefaultGroup}, "extra groups the token authenticates as (system:bootstrappers:...)")
-	f.StringSliceVar(&tokenFlags.create.Usages, "usages", []string{"signing", "authentication"}, "what the token may be used for")
-	list := &cobra.Command{
+	f := cmd.Flags()
+	f.DurationVar(&o.TTL, "ttl", 24*time.Hour, "how long the token is valid (0: never expires)")
+	f.StringVar(&o.Description, "description", "", "human-readable description of the token")
+	f.StringSliceVar(&o.Groups, "groups", []string{jointoken.DefaultGroup}, "extra groups the token authenticates as (system:bootstrappers:...)")
+	f.StringSliceVar(&o.Usages, "usages", []string{"signing", "authentication"}, "what the token may be used for")
+	return cmd
+}
+
+func tokenListCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List bootstrap tokens",
 		Args:  cobra.NoArgs,
@@ -71,27 +74,13 @@ func init() {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
-			fmt.Fprintln(w, "TOKEN\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS")
-			for _, t := range toks {
-				ttl, expires := "<forever>", "<never>"
-				if t.Expires != nil {
-					expires = t.Expires.UTC().Format(time.RFC3339)
-					ttl = "<invalid>"
-					if left := time.Until(*t.Expires); left > 0 {
-						ttl = duration.ShortHumanDuration(left)
-					}
-				}
-				desc := t.Description
-				if desc == "" {
-					desc = "<none>"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Token, ttl, expires, strings.Join(t.Usages, ","), desc, strings.Join(t.Groups, ","))
-			}
-			return w.Flush()
+			return jointoken.WriteTable(cmd.OutOrStdout(), toks, time.Now())
 		},
 	}
-	del := &cobra.Command{
+}
+
+func tokenDeleteCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "delete ID|TOKEN...",
 		Short: "Delete bootstrap tokens (by id or whole token)",
 		Args:  cobra.MinimumNArgs(1),
@@ -110,15 +99,16 @@ func init() {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, del)
-	root.AddCommand(cmd)
 }
 
-// tokenClient is an API client on --kubeconfig (default <data-dir>/admin.kubeconfig).
-func tokenClient() (kubernetes.Interface, error) {
-	path := tokenFlags.kubeconfig
+// tokenClient is an API client on --kubeconfig (default the server's admin kubeconfig in --data-dir).
+func tokenClient() (kubernetes.Interface, error) { return adminClient(tokenKubeconfig) }
+
+// adminClient is an API client on the kubeconfig at path (default the server's admin kubeconfig in
+// --data-dir).
+func adminClient(path string) (kubernetes.Interface, error) {
 	if path == "" {
-		path = filepath.Join(globals.dataDir, "admin.kubeconfig")
+		path = server.Config{DataDir: globals.dataDir}.Paths().AdminKubeconfig
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {

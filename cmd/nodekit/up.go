@@ -6,14 +6,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/internal/logging"
+	"github.com/nodekit/nodekit/server"
 )
 
 func init() {
@@ -24,9 +27,9 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run a single-node cluster: server, agent and proxy as one supervised process tree, with the demo workload",
-		Long: `Starts 'nodekit server' (etcd, API server, scheduler, controllers), then 'nodekit agent' (kubelet,
-managed containerd with the bundled images, nodekit-cni) and 'nodekit proxy' as children of this process,
+		Short: "Run a single-node cluster: server and agent as one supervised process tree, with the demo workload",
+		Long: `Starts 'nodekit server' (etcd, API server, scheduler, controller manager), then 'nodekit agent' (kubelet,
+service proxy, managed containerd with the bundled images, nodekit-cni) as children of this process,
 waits for the node to be Ready, applies the demo workload (examples/demo.yaml) and prints the kubeconfig,
 how to use kubectl and 'nodekit crictl', and a status table. Component logs go to <data-dir>/logs.
 Ctrl-C (or SIGTERM) stops the children in reverse order; pods keep running and a rerun resumes from the
@@ -42,10 +45,7 @@ images are built there first ('nodekit images build').`,
 			if cfg.ComponentLogs, err = componentLogs(componentLevel); err != nil {
 				return err
 			}
-			cfg.DataDir = globals.dataDir
-			cfg.Demo = !noDemo
-			cfg.Out = cmd.OutOrStdout()
-			cfg.CLI = os.Args[0]
+			cfg.DataDir, cfg.Demo, cfg.Out, cfg.CLI = globals.dataDir, !noDemo, cmd.OutOrStdout(), os.Args[0]
 			if err := ensureImages(cmd, cfg.ImagesDir, globals.dataDir); err != nil {
 				return err
 			}
@@ -61,14 +61,21 @@ images are built there first ('nodekit images build').`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
+	bindUpFlags(cmd.Flags(), &cfg)
+	cmd.Flags().StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr (all go to <data-dir>/logs)")
+	cmd.Flags().BoolVar(&noDemo, "no-demo", false, "do not apply the demo workload")
+	root.AddCommand(cmd)
+}
+
+// bindUpFlags binds `nodekit up`'s cluster settings to cfg.
+func bindUpFlags(f *pflag.FlagSet, cfg *cluster.Config) {
 	f.StringVar(&cfg.NodeName, "node-name", "", "Node name (default: the hostname, lowercased)")
 	f.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: the address of the default-route interface)")
-	f.StringVar(&cfg.APIBindAddress, "bind-address", "0.0.0.0", "address the API server serves HTTPS on")
-	f.IntVar(&cfg.APIPort, "secure-port", 6443, "API server HTTPS port")
-	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd client address")
-	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "ClusterIP range")
-	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod network; the node's podCIDR is cut from it")
+	f.StringVar(&cfg.APIBindAddress, "bind-address", server.DefaultBindAddress, "address the API server serves HTTPS on")
+	f.IntVar(&cfg.APIPort, "secure-port", server.DefaultSecurePort, "API server HTTPS port")
+	f.StringVar(&cfg.EtcdClientAddr, "etcd-listen-client", server.DefaultEtcdClientAddr, "embedded etcd client address")
+	f.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", server.DefaultServiceCIDR, "ClusterIP range")
+	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", server.DefaultClusterCIDR, "pod network; the node's podCIDR is cut from it")
 	f.StringVar(&cfg.KubeletAddress, "kubelet-address", "0.0.0.0", "address of the kubelet server")
 	f.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "port of the kubelet server")
 	f.StringVar(&cfg.ProxyMetricsAddr, "proxy-metrics-bind-address", "127.0.0.1:10249", "proxy /healthz and /metrics address")
@@ -78,44 +85,23 @@ images are built there first ('nodekit images build').`,
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary for the managed runtime (default: containerd from PATH)")
 	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 3*time.Minute, "how long to wait for the node to be Ready")
 	f.DurationVar(&cfg.DemoTimeout, "demo-timeout", 3*time.Minute, "how long to wait for the demo Deployment to be available")
-	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr (all go to <data-dir>/logs)")
-	f.BoolVar(&noDemo, "no-demo", false, "do not apply the demo workload")
-	root.AddCommand(cmd)
 }
 
-// ensureImages builds the bundled images into dir (default dataDir/images, where the agents look) when it
-// has no archive and a nodekit source tree is found from the working directory; otherwise the agents
-// import what is there.
+// ensureImages builds the bundled images into dir (default dataDir/images, where the agents look) when
+// it has no archive and a nodekit source tree is found from the working directory (build.Ensure).
 func ensureImages(cmd *cobra.Command, dir, dataDir string) error {
 	if dir == "" {
-		dir = filepath.Join(dataDir, "images")
+		dir = agent.Config{DataDir: dataDir}.Paths().Images
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(m) > 0 {
-		return nil
-	}
-	src, err := build.FindModuleDir(".")
-	if err != nil {
-		slog.Warn("no image archives and no nodekit source tree to build them from: pods need their images in containerd", "images_dir", dir)
-		return nil
-	}
-	slog.Info("building the bundled images", "source", src, "out", dir)
-	// build.Build logs one line per image built.
-	if _, err := build.Build(cmd.Context(), build.Options{ModuleDir: src, OutDir: dir}); err != nil {
-		return fmt.Errorf("building the bundled images into %s: %w", dir, err)
-	}
-	return nil
+	return build.Ensure(cmd.Context(), dir, slog.Default())
 }
 
 // componentLogs returns the console handler for the supervised components' log records at level
 // (--component-log-level: debug, info, warn or error), JSON with --log-json.
 func componentLogs(level string) (slog.Handler, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--component-log-level: %q is not one of debug, info, warn, error", level)
+	h, err := logging.NewHandler(os.Stderr, level, globals.logJSON)
+	if err != nil {
+		return nil, fmt.Errorf("--component-log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	if globals.logJSON {
-		return slog.NewJSONHandler(os.Stderr, opts), nil
-	}
-	return slog.NewTextHandler(os.Stderr, opts), nil
+	return h, nil
 }

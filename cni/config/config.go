@@ -49,7 +49,8 @@ type Options struct {
 	BinDirs []string
 }
 
-func (o *Options) defaults() {
+// Defaults fills in the defaults of every optional field left empty (those the field docs name).
+func (o *Options) Defaults() {
 	if o.Path == "" {
 		o.Path = DefaultPath
 	}
@@ -73,7 +74,7 @@ func (o *Options) defaults() {
 // Render returns the conflist for o, validated by libcni (list structure) and by the plugin's own parser
 // (the plugin entry), without touching the file system. Errors name the bad option.
 func Render(o Options) ([]byte, error) {
-	o.defaults()
+	o.Defaults()
 	_, pod, err := net.ParseCIDR(o.PodCIDR)
 	if err != nil || pod.IP.To4() == nil {
 		return nil, fmt.Errorf("cni config: PodCIDR %q is not an IPv4 CIDR", o.PodCIDR)
@@ -146,7 +147,7 @@ func validate(ctx context.Context, b []byte, binDirs []string) (*libcni.NetworkC
 // Write renders o and writes it to o.Path atomically (temporary file in the same directory, fsync,
 // rename), creating the directory if needed. An identical file is left untouched. It returns the path.
 func Write(o Options) (string, error) {
-	o.defaults()
+	o.Defaults()
 	b, err := Render(o)
 	if err != nil {
 		return "", err
@@ -162,6 +163,44 @@ func Write(o Options) (string, error) {
 		return "", fmt.Errorf("cni config: %w", err)
 	}
 	return o.Path, nil
+}
+
+// Read parses the conflist at path back into the Options it was written from (Write's inverse, for
+// teardown): NetworkName, Bridge, MTU, DataDir (the IPAM store's), PodCIDR (the first range's),
+// ClusterCIDR, CNIVersion and Path, defaults filled in for what it leaves out. A missing file is
+// os.ErrNotExist (wrapped); a conflist without a nodekit-cni entry is an error naming the file.
+func Read(path string) (Options, error) {
+	o := Options{Path: path}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return o, fmt.Errorf("cni config: %w", err)
+	}
+	var list struct {
+		CNIVersion string            `json:"cniVersion"`
+		Name       string            `json:"name"`
+		Plugins    []netconf.NetConf `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return o, fmt.Errorf("cni config: %s: %w", path, err)
+	}
+	o.NetworkName, o.CNIVersion = list.Name, list.CNIVersion
+	for _, p := range list.Plugins {
+		if p.Type != netconf.PluginType {
+			continue
+		}
+		o.Bridge, o.MTU, o.DataDir, o.NoHairpin = p.Bridge, p.MTU, p.IPAM.DataDir, !p.HairpinMode
+		if p.ClusterCIDR != nil {
+			n := net.IPNet(*p.ClusterCIDR)
+			o.ClusterCIDR = n.String()
+		}
+		if len(p.IPAM.Ranges) > 0 {
+			n := net.IPNet(p.IPAM.Ranges[0].Subnet)
+			o.PodCIDR = n.String()
+		}
+		o.Defaults()
+		return o, nil
+	}
+	return o, fmt.Errorf("cni config: %s: no %s plugin", path, netconf.PluginType)
 }
 
 // ErrNotReady wraps every reason Ready gives.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -115,5 +116,37 @@ func TestVersionForRuntime(t *testing.T) {
 		if got := VersionForRuntime(c.name, c.version); got != c.want {
 			t.Errorf("VersionForRuntime(%q, %q) = %q, want %q", c.name, c.version, got, c.want)
 		}
+	}
+}
+
+func TestReadIsWritesInverse(t *testing.T) {
+	dir := t.TempDir()
+	for _, o := range []Options{
+		{Path: filepath.Join(dir, "a.conflist"), PodCIDR: "10.244.3.0/24", ClusterCIDR: "10.244.0.0/16"},
+		{Path: filepath.Join(dir, "b.conflist"), NetworkName: "lab", PodCIDR: "10.150.7.0/26", ClusterCIDR: "10.150.0.0/16",
+			Bridge: "nkt9", MTU: 1400, DataDir: filepath.Join(dir, "ipam"), NoHairpin: true, CNIVersion: "1.0.0"},
+	} {
+		if _, err := Write(o); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(o.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := o
+		want.Defaults()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Read(Write(%+v)) = %+v, want %+v", o, got, want)
+		}
+	}
+	if _, err := Read(filepath.Join(dir, "missing.conflist")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read(missing) = %v, want os.ErrNotExist", err)
+	}
+	other := filepath.Join(dir, "other.conflist")
+	if err := os.WriteFile(other, []byte(`{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(other); err == nil || !strings.Contains(err.Error(), "no nodekit-cni plugin") {
+		t.Errorf("Read(conflist without nodekit-cni) = %v, want an error naming the missing plugin", err)
 	}
 }

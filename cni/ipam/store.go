@@ -57,13 +57,35 @@ func Open(dataDir, network string, ranges []Range) (*Store, error) {
 	if network == "" || strings.ContainsAny(network, "/\x00") || network == "." || network == ".." {
 		return nil, fmt.Errorf("ipam: network name %q cannot be used as a directory name", network)
 	}
-	dir := filepath.Join(dataDir, network)
+	dir := Dir(dataDir, network)
 	for _, d := range []string{filepath.Join(dir, "ips"), filepath.Join(dir, "attachments"), filepath.Join(dir, "locks")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("ipam: %w", err)
 		}
 	}
 	return &Store{dir: dir, Ranges: ranges}, nil
+}
+
+// Dir is the store directory of network in dataDir (<dataDir>/<network>, the layout above).
+func Dir(dataDir, network string) string { return filepath.Join(dataDir, network) }
+
+// Allocated counts the addresses allocated in the store of network in dataDir (files under ips/);
+// a store that does not exist holds none.
+func Allocated(dataDir, network string) (int, error) {
+	ents, err := os.ReadDir(filepath.Join(Dir(dataDir, network), "ips"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ipam: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if net.ParseIP(e.Name()) != nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *Store) lock() (func(), error) { return flock(filepath.Join(s.dir, "lock")) }

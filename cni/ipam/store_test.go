@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -116,5 +117,33 @@ func TestOpenRejectsBadNetworkName(t *testing.T) {
 		if _, err := Open(t.TempDir(), n, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", n)
 		}
+	}
+}
+
+func TestAllocated(t *testing.T) {
+	dir := t.TempDir()
+	if n, err := Allocated(dir, "net"); err != nil || n != 0 {
+		t.Fatalf("Allocated(no store) = %d, %v; want 0, nil", n, err)
+	}
+	s, err := Open(dir, "net", []Range{testRange(t, "10.0.0.0/29")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Allocate(id, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := Allocated(dir, "net"); err != nil || n != 2 {
+		t.Fatalf("Allocated after 2 allocations = %d, %v; want 2", n, err)
+	}
+	if _, _, err := s.Release("a", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := Allocated(dir, "net"); n != 1 {
+		t.Fatalf("Allocated after a release = %d, want 1", n)
+	}
+	if Dir(dir, "net") != filepath.Join(dir, "net") {
+		t.Fatalf("Dir = %s", Dir(dir, "net"))
 	}
 }

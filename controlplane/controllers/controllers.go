@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, Deployment, DaemonSet, Job, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, bootstrap token cleaner and bootstrap signer controllers, each a small
+// CSR approving and signing, bootstrap token cleaner, bootstrap signer and root CA publisher controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -27,7 +27,9 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
+	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
+	"github.com/nodekit/nodekit/internal/podnet"
 )
 
 // Names of the controllers, for Options.Controllers.
@@ -44,19 +46,23 @@ const (
 	CSRSigning       = "csrsigning"
 	TokenCleaner     = "tokencleaner"
 	BootstrapSigner  = "bootstrapsigner"
+	RootCAPublisher  = "root-ca-cert-publisher"
 	DaemonSet        = "daemonset"
 	Job              = "job"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, DaemonSet, Job}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job}
+
+// DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
+const DefaultNodeCIDRMaskSize = 24
 
 // Options configure the controller manager; zero values take the defaults given per field.
 type Options struct {
 	// Controllers to run, by name (default: All).
 	Controllers []string
-	// ClusterCIDR is the range podCIDRs are cut from (default "10.244.0.0/16").
+	// ClusterCIDR is the range podCIDRs are cut from (default podnet.DefaultClusterCIDR, 10.244.0.0/16).
 	ClusterCIDR string
 	// NodeCIDRMaskSize is the prefix length of each Node's podCIDR (default 24).
 	NodeCIDRMaskSize int
@@ -72,6 +78,11 @@ type Options struct {
 	// manager's --cluster-signing-cert-file/--cluster-signing-key-file). When nil, csrsigning is not
 	// started and says so in the log.
 	ClusterSigner certificates.Authority
+	// RootCA is the PEM CA bundle that verifies the API server, published as the kube-root-ca.crt
+	// ConfigMap of every namespace (kube-controller-manager's --root-ca-file). When empty it is the
+	// ClusterSigner's certificate if the signer has one (a CertificatePEM method, as pki.CA); when
+	// neither is set, root-ca-cert-publisher is not started and says so in the log.
+	RootCA []byte
 	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
 	ClusterSigningDuration time.Duration
 	// Logger (default slog.Default()).
@@ -83,16 +94,21 @@ func (o *Options) setDefaults() {
 		o.Controllers = All
 	}
 	if o.ClusterCIDR == "" {
-		o.ClusterCIDR = "10.244.0.0/16"
+		o.ClusterCIDR = podnet.DefaultClusterCIDR
 	}
 	if o.NodeCIDRMaskSize == 0 {
-		o.NodeCIDRMaskSize = 24
+		o.NodeCIDRMaskSize = DefaultNodeCIDRMaskSize
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if len(o.RootCA) == 0 {
+		if ca, ok := o.ClusterSigner.(interface{ CertificatePEM() []byte }); ok {
+			o.RootCA = ca.CertificatePEM()
+		}
 	}
 }
 
@@ -154,6 +170,12 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 				continue
 			}
 			r, err = certificates.NewSigner(client, factory, opts.ClusterSigner, opts.ClusterSigningDuration, log)
+		case RootCAPublisher:
+			if len(opts.RootCA) == 0 {
+				log.Warn("controller not started: no root CA configured", "controller", RootCAPublisher)
+				continue
+			}
+			r, err = rootcacertpublisher.New(client, factory, opts.RootCA, opts.ResyncPeriod, log)
 		case TokenCleaner:
 			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
 		case BootstrapSigner:

@@ -19,6 +19,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// DefaultClientAddr is the embedded member's client address when Config.ClientAddr is empty.
+const DefaultClientAddr = "127.0.0.1:2379"
+
 // Config describes where the store lives. Either DataDir (embedded) or Servers (external) is used.
 type Config struct {
 	// DataDir is the embedded member's data directory (for example <data-dir>/etcd). Created 0700.
@@ -53,7 +56,7 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	addr := cfg.ClientAddr
 	if addr == "" {
-		addr = "127.0.0.1:2379"
+		addr = DefaultClientAddr
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -8,13 +8,16 @@ package jointoken
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutilk8s "k8s.io/client-go/util/cert"
@@ -157,6 +160,30 @@ func List(ctx context.Context, c kubernetes.Interface) ([]Token, error) {
 	}
 	slices.SortFunc(out, func(a, b Token) int { return strings.Compare(a.Token, b.Token) })
 	return out, nil
+}
+
+// WriteTable writes toks as `kubeadm token list` does: a header, then one line per token with its TTL
+// left at now (<forever> when it never expires, <invalid> once expired), its expiry (RFC 3339, UTC),
+// usages, description (<none> when empty) and extra groups, in aligned columns.
+func WriteTable(w io.Writer, toks []Token, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "TOKEN\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS")
+	for _, t := range toks {
+		ttl, expires := "<forever>", "<never>"
+		if t.Expires != nil {
+			expires = t.Expires.UTC().Format(time.RFC3339)
+			ttl = "<invalid>"
+			if left := t.Expires.Sub(now); left > 0 {
+				ttl = duration.ShortHumanDuration(left)
+			}
+		}
+		desc := t.Description
+		if desc == "" {
+			desc = "<none>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Token, ttl, expires, strings.Join(t.Usages, ","), desc, strings.Join(t.Groups, ","))
+	}
+	return tw.Flush()
 }
 
 // Delete removes the token with this id (or full token) and returns its id.

@@ -47,3 +47,25 @@ func TestSecret(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteTable(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	in2h, past := now.Add(2*time.Hour), now.Add(-time.Minute)
+	var b strings.Builder
+	err := WriteTable(&b, []Token{
+		{Token: "abcdef.0123456789abcdef", Expires: &in2h, Usages: []string{"authentication", "signing"}, Description: "lab", Groups: []string{DefaultGroup}},
+		{Token: "ghijkl.0123456789abcdef", Usages: []string{"signing"}},
+		{Token: "mnopqr.0123456789abcdef", Expires: &past},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"TOKEN                     TTL         EXPIRES                USAGES                   DESCRIPTION   EXTRA GROUPS\n" +
+		"abcdef.0123456789abcdef   2h          2026-11-29T14:00:00Z   authentication,signing   lab           system:bootstrappers:nodekit:default-node-token\n" +
+		"ghijkl.0123456789abcdef   <forever>   <never>                signing                  <none>        \n" +
+		"mnopqr.0123456789abcdef   <invalid>   2026-11-29T11:59:00Z                            <none>        \n"
+	if b.String() != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

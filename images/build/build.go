@@ -265,6 +265,25 @@ func Image(spec Spec, bin, arch string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromLayer(layerTar, ImageConfig{Arch: arch, Entrypoint: spec.Entrypoint, Env: spec.Env,
+		CreatedBy: "nodekit images build " + spec.Package,
+		Labels:    map[string]string{"org.opencontainers.image.source": ModulePath + "/" + strings.TrimPrefix(spec.Package, "./")}})
+}
+
+// ImageConfig is what FromLayer puts in an image's config and history.
+type ImageConfig struct {
+	// Arch is the GOARCH the layer's binaries are for.
+	Arch string
+	// Entrypoint, Cmd, Env and Labels go into the image config as given.
+	Entrypoint, Cmd, Env []string
+	Labels               map[string]string
+	// CreatedBy is the layer's history entry.
+	CreatedBy string
+}
+
+// FromLayer assembles a linux OCI image of one layer, the uncompressed tar layerTar, with c's config,
+// created at the Unix epoch (same layer and config, same digest).
+func FromLayer(layerTar []byte, c ImageConfig) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
 	}, tarball.WithMediaType(types.OCILayer))
@@ -276,7 +295,7 @@ func Image(spec Spec, bin, arch string) (v1.Image, error) {
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:     layer,
 		MediaType: types.OCILayer,
-		History:   v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "nodekit images build " + spec.Package},
+		History:   v1.History{Created: v1.Time{Time: epoch}, CreatedBy: c.CreatedBy},
 	})
 	if err != nil {
 		return nil, err
@@ -287,10 +306,9 @@ func Image(spec Spec, bin, arch string) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.Created = v1.Time{Time: epoch}
-	cfg.OS, cfg.Architecture = "linux", arch
-	cfg.Config.Entrypoint = spec.Entrypoint
-	cfg.Config.Env = spec.Env
-	cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": ModulePath + "/" + strings.TrimPrefix(spec.Package, "./")}
+	cfg.OS, cfg.Architecture = "linux", c.Arch
+	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.Env = c.Entrypoint, c.Cmd, c.Env
+	cfg.Config.Labels = c.Labels
 	return mutate.ConfigFile(img, cfg)
 }
 
@@ -421,4 +439,28 @@ func tarDir(dir, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Ensure builds the bundled images into dir when it holds no image archive (*.tar) and a nodekit
+// source tree is found from the working directory, so that the agents have images to import. With
+// archives in dir it does nothing; with no source tree either it logs a warning (pods then need their
+// images in containerd) and returns nil. log defaults to slog.Default().
+func Ensure(ctx context.Context, dir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tar")); len(m) > 0 {
+		return nil
+	}
+	src, err := FindModuleDir(".")
+	if err != nil {
+		log.Warn("no image archives and no nodekit source tree to build them from: pods need their images in containerd", "images_dir", dir)
+		return nil
+	}
+	log.Info("building the bundled images", "source", src, "out", dir)
+	// Build logs one line per image built.
+	if _, err := Build(ctx, Options{ModuleDir: src, OutDir: dir, Logger: log}); err != nil {
+		return fmt.Errorf("building the bundled images into %s: %w", dir, err)
+	}
+	return nil
 }

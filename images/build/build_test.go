@@ -148,3 +148,26 @@ func TestArchiveName(t *testing.T) {
 		t.Errorf("FindModuleDir(.) = %q, %v", dir, err)
 	}
 }
+
+func TestEnsureLeavesArchivesAndMissingSources(t *testing.T) {
+	dir := t.TempDir()
+	have := filepath.Join(dir, "pause-3.10.tar")
+	if err := os.WriteFile(have, []byte("archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Ensure(context.Background(), dir, nil); err != nil {
+		t.Fatalf("Ensure with an archive present: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
+		t.Fatalf("Ensure with an archive present wrote %v", m)
+	}
+	// No archive and no source tree from the working directory: nothing to build, not an error.
+	empty := t.TempDir()
+	t.Chdir(t.TempDir())
+	if err := Ensure(context.Background(), empty, nil); err != nil {
+		t.Fatalf("Ensure without sources: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(empty, "*")); len(m) != 0 {
+		t.Fatalf("Ensure without sources wrote %v", m)
+	}
+}

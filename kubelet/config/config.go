@@ -39,7 +39,7 @@ var Supported = []string{
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
 	"clusterDNS", "clusterDomain",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
-	"maxPods", "cgroupDriver", "registerWithTaints",
+	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint",
 }
 

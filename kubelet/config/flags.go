@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -24,12 +25,17 @@ type Flags struct {
 // AddFlags registers --config and the kubelet flags that override KubeletConfiguration fields (upstream
 // names: --address, --port, --tls-cert-file, --tls-private-key-file, --client-ca-file,
 // --pod-manifest-path, --pod-logs-dir, --sync-frequency, --cluster-dns, --cluster-domain,
-// --node-status-update-frequency, --max-pods, --cgroup-driver, --register-with-taints,
+// --node-status-update-frequency, --max-pods, --cgroup-root, --cgroup-driver, --register-with-taints,
 // --container-runtime-endpoint, --image-service-endpoint) on fs. Their defaults are Default()'s.
-func AddFlags(fs *pflag.FlagSet) *Flags {
-	f := &Flags{fs: fs, cfg: Default(), names: map[string]bool{}}
+func AddFlags(fs *pflag.FlagSet) *Flags { return BindFlags(fs, Default(), "") }
+
+// BindFlags is AddFlags with the flags bound to cfg (whose current values are their defaults, and
+// Resolve's base when there is no --config) and configFile as --config's default. It serves callers
+// that render a configuration back into flags (pflag.Flag.Value.String of each flag named by Names).
+func BindFlags(fs *pflag.FlagSet, cfg *kubeletv1beta1.KubeletConfiguration, configFile string) *Flags {
+	f := &Flags{fs: fs, cfg: cfg, names: map[string]bool{}}
 	c := f.cfg
-	fs.StringVar(&f.ConfigFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags set explicitly override it")
+	fs.StringVar(&f.ConfigFile, "config", configFile, "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); flags set explicitly override it")
 	before := map[string]bool{}
 	fs.VisitAll(func(fl *pflag.Flag) { before[fl.Name] = true })
 	defer fs.VisitAll(func(fl *pflag.Flag) {
@@ -49,11 +55,22 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS domain, e.g. cluster.local")
 	fs.DurationVar(&c.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", c.NodeStatusUpdateFrequency.Duration, "how often the node status is computed (and posted when changed)")
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "pods capacity of the node")
+	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "parent cgroup of the pods' cgroups (kubepods); empty = the root \"/\"")
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd, used when the runtime cannot tell (CRI RuntimeConfig)")
 	fs.Var(&taintsValue{taints: &c.RegisterWithTaints}, "register-with-taints", "taints the Node is registered with: key[=value]:Effect,...")
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix:///path); empty = start nodekit's managed containerd")
 	fs.StringVar(&c.ImageServiceEndpoint, "image-service-endpoint", c.ImageServiceEndpoint, "CRI image service endpoint; empty = the runtime endpoint")
 	return f
+}
+
+// Names returns the names of the flags bound to KubeletConfiguration fields (all but --config), sorted.
+func (f *Flags) Names() []string {
+	names := make([]string, 0, len(f.names))
+	for n := range f.names {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Resolve returns the effective configuration: Default(), overlaid with --config's file (if any),

@@ -475,7 +475,7 @@ func (c *Controller) setStatus(ctx context.Context, n *v1.Node, notReady []strin
 		KernelVersion:           m.KernelVersion,
 		OSImage:                 m.OSImage,
 		ContainerRuntimeVersion: rv,
-		KubeletVersion:          version.KubernetesVersion,
+		KubeletVersion:          version.Version,
 		OperatingSystem:         runtime.GOOS,
 		Architecture:            runtime.GOARCH,
 	}

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/version"
 )
 
 // fakeRuntime answers CRI Version and Status; down makes Status fail like an unreachable socket.
@@ -104,7 +106,7 @@ func TestRegisterAndStatus(t *testing.T) {
 	if a := n.Status.Addresses; len(a) != 2 || a[0] != (v1.NodeAddress{Type: v1.NodeInternalIP, Address: "10.1.2.3"}) || a[1] != (v1.NodeAddress{Type: v1.NodeHostName, Address: "n1"}) {
 		t.Errorf("addresses = %v", a)
 	}
-	if ni := n.Status.NodeInfo; ni.ContainerRuntimeVersion != "containerd://v9.9.9" || ni.KernelVersion != "6.1.0" || ni.OSImage != testMachine.OSImage || ni.KubeletVersion == "" {
+	if ni := n.Status.NodeInfo; ni.ContainerRuntimeVersion != "containerd://v9.9.9" || ni.KernelVersion != "6.1.0" || ni.OSImage != testMachine.OSImage || ni.KubeletVersion != version.Version {
 		t.Errorf("nodeInfo = %+v", ni)
 	}
 	if r := readyOf(n); r == nil || r.Status != v1.ConditionTrue || r.Reason != "KubeletReady" {

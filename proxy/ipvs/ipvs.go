@@ -372,15 +372,7 @@ func toService(v VirtualServer) *ipvs.Service {
 	return svc
 }
 
-func protoNumber(p v1.Protocol) uint16 {
-	switch p {
-	case v1.ProtocolUDP:
-		return unix.IPPROTO_UDP
-	case v1.ProtocolSCTP:
-		return unix.IPPROTO_SCTP
-	}
-	return unix.IPPROTO_TCP
-}
+func protoNumber(p v1.Protocol) uint16 { return uint16(state.ProtocolNumber(p)) }
 
 func protoName(n uint16) string {
 	switch n {

@@ -350,3 +350,15 @@ func slicePort(s *discovery.EndpointSlice, p v1.ServicePort) (int32, bool) {
 	}
 	return 0, false
 }
+
+// ProtocolNumber returns the IP protocol number of a Service protocol (TCP 6, UDP 17, SCTP 132), as the
+// kernel's rules and IPVS services name it; anything else is TCP, which Compute has already rejected.
+func ProtocolNumber(p v1.Protocol) uint8 {
+	switch p {
+	case v1.ProtocolUDP:
+		return 17
+	case v1.ProtocolSCTP:
+		return 132
+	}
+	return 6
+}

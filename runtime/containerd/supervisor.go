@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	}
 	def(&c.Root, filepath.Join(c.Dir, "root"))
 	def(&c.State, filepath.Join(c.Dir, "state"))
-	def(&c.Address, filepath.Join(c.Dir, "containerd.sock"))
+	def(&c.Address, SocketPath(c.Dir))
 	def(&c.SandboxImage, bundled.Pause)
 	def(&c.CNIConfDir, filepath.Join(c.Dir, "net.d"))
 	def(&c.RegistryConfigPath, filepath.Join(c.Dir, "certs.d"))
@@ -627,3 +627,7 @@ func (s *Supervisor) Cleanup(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SocketPath is the gRPC socket of a managed containerd whose Config.Dir is dir: <dir>/containerd.sock
+// (the CRI endpoint is "unix://" + SocketPath(dir)).
+func SocketPath(dir string) string { return filepath.Join(dir, "containerd.sock") }

@@ -50,6 +50,15 @@ type CA struct {
 	CertPEM []byte
 }
 
+// CertificatePEM returns the CA certificate in PEM: the bundle clients of the API server trust (the
+// controller manager publishes it as each namespace's kube-root-ca.crt). Nil for a nil CA.
+func (ca *CA) CertificatePEM() []byte {
+	if ca == nil {
+		return nil
+	}
+	return ca.CertPEM
+}
+
 // KeyPair is a PEM certificate and its PEM private key.
 type KeyPair struct {
 	CertPEM, KeyPEM []byte

@@ -27,7 +27,6 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	basecompatibility "k8s.io/component-base/compatibility"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
 	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
@@ -55,7 +54,7 @@ import (
 // build configures k8s.io/apiserver's generic server and installs every API group.
 func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, serviceNet *net.IPNet, kubernetesIP net.IP, npBase, npSize, port int) (*genericapiserver.GenericAPIServer, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
-	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(Version, "", "")
+	cfg.EffectiveVersion = effectiveVersion()
 	serving := (&genericoptions.SecureServingOptions{
 		Listener: ln,
 		ServerCert: genericoptions.GeneratableKeyCert{CertKey: genericoptions.CertKey{

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,14 +22,21 @@ import (
 	"github.com/nodekit/nodekit/internal/certutil"
 )
 
-// Version is the Kubernetes API version nodekit's API server reports (the k8s.io/api it serves).
-const Version = "1.37.2"
+// Defaults of Options (kube-apiserver's).
+const (
+	DefaultBindAddress              = "0.0.0.0"
+	DefaultPort                     = 6443
+	DefaultServiceCIDR              = "10.96.0.0/12"
+	DefaultNodePortRange            = "30000-32767"
+	DefaultDefaultTolerationSeconds = 300
+)
 
 // Options configure the API server. Zero values get the documented defaults.
 type Options struct {
-	// DataDir is nodekit's data directory: PKI goes to <DataDir>/pki, the admin kubeconfig to
-	// <DataDir>/admin.kubeconfig. Required.
-	DataDir string
+	// PKIDir holds the cluster CA and the serving and client certificates (made on first start), and
+	// AdminKubeconfig is where the admin (system:masters) kubeconfig is written, mode 0600. Both
+	// required; the server's data-dir layout (server.Config.Paths) names them.
+	PKIDir, AdminKubeconfig string
 	// BindAddress and Port are where HTTPS is served (default 0.0.0.0:6443; Port -1 picks a free port).
 	BindAddress string
 	Port        int
@@ -58,9 +64,9 @@ type Options struct {
 type Server struct {
 	// URL is https://<advertise address>:<port>.
 	URL string
-	// KubeconfigPath is the admin kubeconfig (<DataDir>/admin.kubeconfig, mode 0600).
+	// KubeconfigPath is the admin kubeconfig (Options.AdminKubeconfig, mode 0600).
 	KubeconfigPath string
-	// PKIDir is <DataDir>/pki.
+	// PKIDir is Options.PKIDir.
 	PKIDir string
 	// CA is the cluster CA (<PKIDir>/ca.crt, ca.key): the controller manager's cluster signer for node
 	// certificate requests (controllers.Options.ClusterSigner).
@@ -72,26 +78,26 @@ type Server struct {
 }
 
 func (o *Options) complete() error {
-	if o.DataDir == "" {
-		return errors.New("apiserver: DataDir is required")
+	if o.PKIDir == "" || o.AdminKubeconfig == "" {
+		return errors.New("apiserver: PKIDir and AdminKubeconfig are required")
 	}
 	if o.BindAddress == "" {
-		o.BindAddress = "0.0.0.0"
+		o.BindAddress = DefaultBindAddress
 	}
 	if o.Port == 0 {
-		o.Port = 6443
+		o.Port = DefaultPort
 	}
 	if o.Port < 0 {
 		o.Port = 0
 	}
 	if o.ServiceCIDR == "" {
-		o.ServiceCIDR = "10.96.0.0/12"
+		o.ServiceCIDR = DefaultServiceCIDR
 	}
 	if o.NodePortRange == "" {
-		o.NodePortRange = "30000-32767"
+		o.NodePortRange = DefaultNodePortRange
 	}
 	if o.DefaultTolerationSeconds == 0 {
-		o.DefaultTolerationSeconds = 300
+		o.DefaultTolerationSeconds = DefaultDefaultTolerationSeconds
 	}
 	if len(o.EtcdEndpoints) == 0 {
 		return errors.New("apiserver: EtcdEndpoints is required")
@@ -147,7 +153,7 @@ func New(opts Options) (*Server, error) {
 	}
 	kubernetesIP := firstIP(serviceNet)
 
-	pkiDir := filepath.Join(opts.DataDir, "pki")
+	pkiDir := opts.PKIDir
 	certs, err := ensureCerts(pkiDir, opts, kubernetesIP)
 	if err != nil {
 		return nil, err
@@ -158,7 +164,7 @@ func New(opts Options) (*Server, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	serverURL := serverURL(opts.AdvertiseAddress, port)
-	kubeconfig := filepath.Join(opts.DataDir, "admin.kubeconfig")
+	kubeconfig := opts.AdminKubeconfig
 	if err := writeAdminKubeconfig(kubeconfig, serverURL, certs); err != nil {
 		ln.Close()
 		return nil, err

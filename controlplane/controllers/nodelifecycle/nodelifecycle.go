@@ -52,6 +52,12 @@ type health struct {
 	heartbeat time.Time
 }
 
+// Defaults of Options (kube-controller-manager's --node-monitor-grace-period and --node-monitor-period).
+const (
+	DefaultGracePeriod   = 40 * time.Second
+	DefaultMonitorPeriod = 5 * time.Second
+)
+
 // Controller monitors node health and performs taint-based eviction.
 type Controller struct {
 	client kubernetes.Interface
@@ -68,10 +74,10 @@ type Controller struct {
 // New registers the controller's informers (Nodes, Leases, Pods indexed by node) on factory.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options, log *slog.Logger) (*Controller, error) {
 	if opts.GracePeriod <= 0 {
-		opts.GracePeriod = 40 * time.Second
+		opts.GracePeriod = DefaultGracePeriod
 	}
 	if opts.MonitorPeriod <= 0 {
-		opts.MonitorPeriod = 5 * time.Second
+		opts.MonitorPeriod = DefaultMonitorPeriod
 	}
 	if log == nil {
 		log = slog.Default()

@@ -16,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/nsutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 )
 
@@ -57,29 +58,20 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 }
 
 func (c *Controller) reconcile(ctx context.Context, nsName string) error {
-	ns, err := c.nsLister.Get(nsName)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	if _, active, err := nsutil.Active(c.nsLister, nsName); !active {
 		return err
-	}
-	if ns.Status.Phase == v1.NamespaceTerminating || ns.DeletionTimestamp != nil {
-		return nil
 	}
 	if _, err := c.saLister.ServiceAccounts(nsName).Get(DefaultName); err == nil {
 		return nil
 	}
 	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: DefaultName, Namespace: nsName}}
-	_, err = c.client.CoreV1().ServiceAccounts(nsName).Create(ctx, sa, metav1.CreateOptions{})
+	_, err := c.client.CoreV1().ServiceAccounts(nsName).Create(ctx, sa, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		c.Log().Info("created default service account", "namespace", nsName)
 		return nil
-	case apierrors.IsAlreadyExists(err):
-		return nil
-	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
-		// The namespace is going away (NamespaceLifecycle refuses creates in it).
+	case apierrors.IsAlreadyExists(err) || nsutil.Gone(err):
+		// Already there (the informer has not seen it yet), or the namespace is going away.
 		return nil
 	default:
 		return fmt.Errorf("create default service account in %s: %w", nsName, err)

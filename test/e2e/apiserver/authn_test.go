@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/server"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
@@ -46,8 +48,10 @@ func TestAuthentication(t *testing.T) {
 		!strings.Contains(err.Error(), "system:anonymous") {
 		t.Fatalf("anonymous: want 403 for system:anonymous, got %v", err)
 	}
-	for _, f := range []string{"pki/ca.key", "pki/apiserver.key", "pki/admin.key", "pki/apiserver-kubelet-client.key", "admin.kubeconfig"} {
-		st, err := os.Stat(filepath.Join(s.DataDir, f))
+	p := server.Config{DataDir: s.DataDir}.Paths()
+	for _, f := range []string{pki.KeyPath(p.PKIDir, pki.CAName), pki.KeyPath(p.PKIDir, "apiserver"), pki.KeyPath(p.PKIDir, "admin"),
+		pki.KeyPath(p.PKIDir, "apiserver-kubelet-client"), p.AdminKubeconfig} {
+		st, err := os.Stat(f)
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: want mode 0600, got %v %v", f, st.Mode(), err)
 		}

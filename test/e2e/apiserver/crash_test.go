@@ -17,6 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/server"
 )
 
 // TestKill9DuringCreates runs `nodekit server` as its own process, SIGKILLs it in the middle of 1000
@@ -27,7 +31,8 @@ func TestKill9DuringCreates(t *testing.T) {
 	apiPort, etcdPort := freePort(t), freePort(t)
 	start := func() *exec.Cmd { return startServer(t, bin, dataDir, apiPort, etcdPort) }
 	proc := start()
-	client := waitClient(t, filepath.Join(dataDir, "admin.kubeconfig"))
+	paths := server.Config{DataDir: dataDir}.Paths()
+	client := waitClient(t, paths.AdminKubeconfig)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -53,7 +58,7 @@ func TestKill9DuringCreates(t *testing.T) {
 		t.Fatalf("expected the kill to interrupt the loop: %d creates succeeded", len(created))
 	}
 	proc = start()
-	client = waitClient(t, filepath.Join(dataDir, "admin.kubeconfig"))
+	client = waitClient(t, paths.AdminKubeconfig)
 	list, err := client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -81,11 +86,12 @@ func TestKill9DuringCreates(t *testing.T) {
 	if out, err := exec.Command(bin, "--data-dir", restored, "etcd-snapshot", "restore", snap).CombinedOutput(); err != nil {
 		t.Fatalf("etcd-snapshot restore: %v\n%s", err, out)
 	}
-	if err := os.CopyFS(filepath.Join(restored, "pki"), os.DirFS(filepath.Join(dataDir, "pki"))); err != nil {
+	restoredPaths := server.Config{DataDir: restored}.Paths()
+	if err := os.CopyFS(restoredPaths.PKIDir, os.DirFS(paths.PKIDir)); err != nil {
 		t.Fatal(err)
 	}
 	startServer(t, bin, restored, freePort(t), freePort(t))
-	client = waitClient(t, filepath.Join(restored, "admin.kubeconfig"))
+	client = waitClient(t, restoredPaths.AdminKubeconfig)
 	after, err := client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 	if err != nil || len(after.Items) != len(list.Items) {
 		t.Fatalf("after restore: %v, %d configmaps, want %d", err, len(after.Items), len(list.Items))
@@ -105,8 +111,9 @@ func buildNodekit(t *testing.T) string {
 // startServer starts `nodekit server` on loopback with its log in <dataDir>/server.log.
 func startServer(t *testing.T, bin, dataDir string, apiPort, etcdPort int) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dataDir, "server", "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(apiPort), "--etcd-listen-client", "127.0.0.1:"+strconv.Itoa(etcdPort))
+	sc := server.Config{DataDir: dataDir, APIServer: apiserver.Options{BindAddress: "127.0.0.1", Port: apiPort},
+		Etcd: etcd.Config{ClientAddr: "127.0.0.1:" + strconv.Itoa(etcdPort)}}
+	cmd := exec.Command(bin, sc.Args()...)
 	logf, err := os.Create(filepath.Join(dataDir, "server.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/jointoken"
 	"github.com/nodekit/nodekit/internal/certutil"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
+	"github.com/nodekit/nodekit/server"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
@@ -47,7 +48,7 @@ type joinCluster struct {
 func startJoinCluster(t *testing.T) *joinCluster {
 	t.Helper()
 	s := fw.Start(t, fw.Options{})
-	ca, err := pki.LoadOrCreateCA(filepath.Join(s.DataDir, "pki"))
+	ca, err := pki.LoadOrCreateCA(server.Config{DataDir: s.DataDir}.Paths().PKIDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestClusterInfo(t *testing.T) {
 	if !ok || len(cfg.Clusters) != 1 || cluster.Server != s.URL {
 		t.Fatalf("cluster-info clusters %+v, want one cluster \"\" at %s", cfg.Clusters, s.URL)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(s.DataDir, "pki", "ca.crt"))
+	caPEM, err := os.ReadFile(server.Config{DataDir: s.DataDir}.Paths().CACert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +539,7 @@ func TestJoinTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(s.DataDir, "pki", "ca.crt"))
+	caPEM, err := os.ReadFile(server.Config{DataDir: s.DataDir}.Paths().CACert)
 	if err != nil {
 		t.Fatal(err)
 	}

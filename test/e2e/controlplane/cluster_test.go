@@ -70,6 +70,7 @@ func startCluster(t *testing.T) *cluster {
 			ClusterCIDR:            "10.244.0.0/16",
 			NodeMonitorGracePeriod: labGrace,
 			NodeMonitorPeriod:      labMonitorPeriod,
+			RootCA:                 s.Config.CAData,
 		})
 		if err != nil {
 			t.Errorf("controllers: %v", err)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	nkagent "github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/images/bundled"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
@@ -326,7 +327,7 @@ func TestAgentManagedContainerd(t *testing.T) {
 		}
 	}
 
-	sock := filepath.Join(dataDir, "containerd", "containerd.sock")
+	sock := nkagent.Config{DataDir: dataDir}.Paths().ContainerdSocket
 	if _, err := os.Stat(sock); err != nil {
 		t.Errorf("managed containerd socket: %v", err)
 	}

@@ -8,21 +8,25 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/runtime/cri"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 	"github.com/nodekit/nodekit/version"
@@ -60,20 +64,21 @@ func readyCondition(n *v1.Node) *v1.NodeCondition {
 	return nil
 }
 
-// TestNodeLifecycle registers a node against the bundled API server with a real containerd and checks:
-// the Node's capacity, labels, taints, addresses and nodeInfo (runtime version from CRI); the
-// KubeletConfiguration file with a flag overriding it; the Lease being renewed; Ready; podCIDR read-back;
-// a mirror pod for a static pod; then containerd stopped for 20 s: NotReady with the runtime's reason,
-// the Lease still renewed, and back to Ready with the pod's container still running.
+// TestNodeLifecycle runs the node agent (agent.Run) against the bundled API server with a real
+// containerd and checks: the Node's capacity, labels, taints, addresses and nodeInfo (runtime version
+// from CRI); the KubeletConfiguration file with a flag overriding it; the Lease being renewed; Ready;
+// the conflist written from the podCIDR; a mirror pod for a static pod; then containerd stopped for
+// 20 s: NotReady with the runtime's reason, the Lease still renewed, and back to Ready with the pod's
+// container still running.
 func TestNodeLifecycle(t *testing.T) {
+	nodeName := randName("nk-e2e-")
+	cgroupRoot := fwagent.CgroupRoot(t, nodeName) // removed last, after containerd removed the pods
 	rt := ctrfw.Start(t, ctrfw.Options{})
 	api := apifw.Start(t, apifw.Options{})
-	nodeName := randName("nk-e2e-")
-	client := api.NodeClient(t, nodeName)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The node half dials its own CRI connection, which must outlive containerd restarts.
+	// The test's own CRI connection, which outlives containerd restarts.
 	crc, err := cri.Dial(ctx, rt.Endpoint(), cri.WithTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +89,8 @@ func TestNodeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// KubeletConfiguration file + explicit flags: --max-pods overrides the file, the rest comes from it.
+	// KubeletConfiguration file + explicit flags, through the agent's command line: --max-pods
+	// overrides the file, the rest comes from it.
 	dir := t.TempDir()
 	manifests := filepath.Join(dir, "manifests")
 	os.MkdirAll(manifests, 0o755)
@@ -100,52 +106,24 @@ staticPodPath: %s
 registerWithTaints:
 - {key: nodekit.io/e2e, value: "yes", effect: PreferNoSchedule}
 `, manifests)), 0o644)
-	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
-	kf := kubeletconfig.AddFlags(fs)
-	if err := fs.Parse([]string{"--config", cfgFile, "--max-pods", "60", "--port", "10999"}); err != nil {
+	base := fwagent.Config(t, nodeName, rt, api)
+	base.Kubelet.CgroupRoot = cgroupRoot
+	cfg := agent.Default()
+	fs := pflag.NewFlagSet(agent.Command, pflag.ContinueOnError)
+	flags := agent.BindFlags(fs, &cfg)
+	if err := fs.Parse(append(base.Args()[1:], "--config", cfgFile, "--max-pods", "60", "--node-labels", "nodekit.io/pool=e2e")); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := kf.Resolve()
-	if err != nil {
+	if cfg, err = flags.Config(); err != nil {
 		t.Fatal(err)
 	}
-	labels, err := kubeletconfig.ParseLabels("nodekit.io/pool=e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := nodestatus.ReadMachine(rt.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeIP, err := nodestatus.DefaultRouteIP()
-	if err != nil {
-		t.Logf("no default route (%v): using 127.0.0.1 as --node-ip", err)
-		nodeIP = []byte{127, 0, 0, 1}
-	}
-	cidrs := make(chan []string, 4)
-	ns, err := nodestatus.New(nodestatus.Config{
-		NodeName: nodeName, Client: client, Runtime: crc.Runtime(), Images: crc.Image(), NodeIP: nodeIP,
-		Labels: labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
-		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
-		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds, OnPodCIDRs: func(c []string) { cidrs <- c },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := static.New(static.Config{Dir: kc.StaticPodPath, NodeName: nodeName, Client: client, Period: kc.FileCheckFrequency.Duration})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ns.Run(ctx) }()
-	go func() { defer wg.Done(); <-ns.Registered(); src.Run(ctx) }()
 	admin := api.Client
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		admin.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { admin.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{}) })
+	fwagent.Start(t, cfg)
+	machine, err := nodestatus.ReadMachine(cfg.Paths().KubeletRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Registration.
 	var node *v1.Node
@@ -174,18 +152,18 @@ registerWithTaints:
 	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != "nodekit.io/e2e" || node.Spec.Taints[0].Effect != v1.TaintEffectPreferNoSchedule {
 		t.Errorf("taints = %v (from the config file's registerWithTaints)", node.Spec.Taints)
 	}
-	wantAddr := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: nodeIP.String()}, {Type: v1.NodeHostName, Address: nodeName}}
+	wantAddr := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: fwagent.NodeIP}, {Type: v1.NodeHostName, Address: nodeName}}
 	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddr) {
 		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddr)
 	}
 	ni := node.Status.NodeInfo
-	if ni.ContainerRuntimeVersion != "containerd://"+ver.RuntimeVersion || ni.KubeletVersion != version.KubernetesVersion ||
+	if ni.ContainerRuntimeVersion != "containerd://"+ver.RuntimeVersion || ni.KubeletVersion != version.Version ||
 		ni.KernelVersion != machine.KernelVersion || ni.OSImage != machine.OSImage || ni.OSImage == "" || ni.BootID == "" ||
 		ni.OperatingSystem != "linux" || ni.Architecture != runtime.GOARCH {
 		t.Errorf("nodeInfo = %+v (runtime %s %s)", ni, ver.RuntimeName, ver.RuntimeVersion)
 	}
-	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10999 {
-		t.Errorf("kubelet port = %d, want 10999 (--port)", node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != cfg.Kubelet.Port {
+		t.Errorf("kubelet port = %d, want %d (--port)", node.Status.DaemonEndpoints.KubeletEndpoint.Port, cfg.Kubelet.Port)
 	}
 	for _, ct := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
 		found := false
@@ -197,11 +175,14 @@ registerWithTaints:
 		}
 	}
 
-	// The Lease: owned by the Node, duration from the config file, renewed every duration/4 (1 s).
-	lease, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The Lease (created by its own controller, maybe just after Ready): owned by the Node, duration
+	// from the config file, renewed every duration/4 (1 s).
+	var lease *coordinationv1.Lease
+	waitFor(t, 10*time.Second, "the node's Lease", func() (bool, string) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		lease = l
+		return err == nil, fmt.Sprint(err)
+	})
 	if *lease.Spec.HolderIdentity != nodeName || *lease.Spec.LeaseDurationSeconds != 4 || len(lease.OwnerReferences) != 1 ||
 		lease.OwnerReferences[0].UID != node.UID || lease.OwnerReferences[0].Kind != "Node" {
 		t.Errorf("lease = %+v", lease)
@@ -217,19 +198,15 @@ registerWithTaints:
 	}
 	waitFor(t, 10*time.Second, "lease renewal", leaseRenewedAfter(lease.Spec.RenewTime.Time))
 
-	// podCIDR set by the node IPAM controller's role (here the admin) is read back.
+	// podCIDR set by the node IPAM controller's role (here the admin) is read back into the conflist.
 	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType,
 		[]byte(`{"spec":{"podCIDR":"10.244.7.0/24","podCIDRs":["10.244.7.0/24"]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case c := <-cidrs:
-		if len(c) != 1 || c[0] != "10.244.7.0/24" || ns.PodCIDRs()[0] != "10.244.7.0/24" {
-			t.Errorf("podCIDRs = %v", c)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("podCIDR not read back within 10 s")
-	}
+	waitFor(t, 10*time.Second, "the conflist with the podCIDR", func() (bool, string) {
+		b, err := os.ReadFile(cfg.Paths().Conflist)
+		return err == nil && strings.Contains(string(b), `"10.244.7.0/24"`), fmt.Sprintf("%s: %v", b, err)
+	})
 
 	// A static pod gets a mirror pod in the API, created with the node's own credentials.
 	os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n  - name: web\n    image: nodekit.local/demo-server:v1\n"), 0o644)
@@ -258,7 +235,7 @@ registerWithTaints:
 
 	// containerd down for 20 s: NotReady with the runtime's reason, heartbeats continue, then Ready again
 	// with the pod's container still running.
-	pod := rt.RunDemoPod(t, "survivor")
+	pod := runPod(t, admin, nodeName, "survivor")
 	endpoint := rt.Endpoint()
 	restarted := containerdOutage(t, rt, 20*time.Second, func(stopped time.Time) {
 		waitNodeReady(t, admin, nodeName, v1.ConditionFalse, "container runtime is down: runtime not reachable at "+endpoint, 10*time.Second)
@@ -267,11 +244,39 @@ registerWithTaints:
 	})
 	waitNodeReady(t, admin, nodeName, v1.ConditionTrue, "", 30*time.Second)
 	t.Logf("Ready %v after containerd restarted", time.Since(restarted).Round(100*time.Millisecond))
-	st, err := crc.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: pod.ContainerID})
+	st, err := crc.Runtime().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: pod.containerID})
 	if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("pod container after the outage: %v, %v", st.GetStatus().GetState(), err)
 	}
-	if _, err := ctrfw.WaitHTTP("http://"+pod.IP+":8080/healthz", 10*time.Second); err != nil {
+	if _, err := ctrfw.WaitHTTP("http://"+pod.ip+":8080/healthz", 10*time.Second); err != nil {
 		t.Errorf("pod not serving after the outage: %v", err)
 	}
+}
+
+// runningPod is a pod's IP and its one container's CRI ID.
+type runningPod struct{ ip, containerID string }
+
+// runPod creates a demo-server pod bound to node and waits until its container runs.
+func runPod(t *testing.T, admin kubernetes.Interface, node, name string) runningPod {
+	t.Helper()
+	grace := int64(1)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{NodeName: node,
+		TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1}}}}
+	if _, err := admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var rp runningPod
+	waitFor(t, 60*time.Second, "pod "+name+" running", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil || p.Status.PodIP == "" {
+			return false, fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+		rp = runningPod{ip: p.Status.PodIP, containerID: id}
+		return true, ""
+	})
+	return rp
 }

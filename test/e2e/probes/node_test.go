@@ -1,19 +1,14 @@
-// Package probes_test checks liveness, readiness and startup probes end to end: the real kubelet with
-// the probe manager (kubelet/prober) on a private real containerd, talking to the real bundled API
-// server (embedded etcd) with node credentials, running the demo image whose /healthz and /readyz the
-// tests flip through CRI exec.
+// Package probes_test checks liveness, readiness and startup probes end to end: the node agent
+// (agent.Run: the kubelet with the probe manager, kubelet/prober) on a private real containerd, talking
+// to the real bundled API server (embedded etcd) with node credentials, running the demo image whose
+// /healthz and /readyz the tests flip through CRI exec.
 package probes_test
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,21 +17,18 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
-	"github.com/nodekit/nodekit/kubelet/prober"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 const ns = "default"
 
-// node is one kubelet with the probe manager plugged in.
+// node is one node agent with its containerd and API server.
 type node struct {
 	name   string
 	rt     *containerd.Runtime
@@ -50,50 +42,25 @@ func suffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// startNode starts the API server, containerd and a kubelet whose ProbeManager is prober.Manager, the
-// way the agent wires it: CRI runtime for exec probes, the node's event recorder, the node's client.
-// Everything stops and is removed by t.Cleanup.
+// startNode starts the API server, containerd and the node agent (agent.Run, as `nodekit agent` runs it)
+// with the production probe manager (kubelet/prober) and shortened crash loop back-offs, and the
+// endpointslice controller. Everything stops and is removed by t.Cleanup.
 func startNode(t *testing.T) *node {
 	t.Helper()
-	sfx := suffix()
-	n := &node{name: "probes-" + sfx}
-	cgroupRoot := "/nodekit-probes-" + sfx
-	t.Cleanup(func() { removeCgroups(t, cgroupRoot) }) // runs last, after containerd removed the pods
+	n := &node{name: "probes-" + suffix()}
+	cgroupRoot := fwagent.CgroupRoot(t, n.name) // removed last, after containerd removed the pods
 	n.rt = containerd.Start(t, containerd.Options{})
 	n.api = apiserver.Start(t, apiserver.Options{})
 	n.client = n.api.Client
-	ctx := context.Background()
-	nd, err := n.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.20"}}
-	if _, err := n.client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	nodeClient := n.api.NodeClient(t, n.name)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	events := record.NewBroadcaster()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
-	recorder := events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: n.name})
-	probes := prober.New(prober.Options{Runtime: n.rt.CRI.Runtime(), Recorder: recorder, Logger: log})
-	dir := t.TempDir()
-	kl, err := kubelet.New(kubelet.Config{
-		NodeName: n.name, Runtime: n.rt.CRI.Runtime(), Images: n.rt.CRI.Image(), Client: nodeClient,
-		Recorder: recorder, ProbeManager: probes,
-		RootDir: filepath.Join(dir, "kubelet"), PodLogsDir: filepath.Join(dir, "logs"), CgroupRoot: cgroupRoot,
-		HousekeepingPeriod: time.Second, GCPeriod: 5 * time.Second,
-		CrashLoopBackOff: time.Second, MaxCrashLoopBackOff: 2 * time.Second,
-		Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
+	cfg := fwagent.Config(t, n.name, n.rt, n.api)
+	cfg.Kubelet.CgroupRoot, cfg.Logger = cgroupRoot, log
+	cfg.TuneKubelet = func(k *kubelet.Config) {
+		k.HousekeepingPeriod, k.GCPeriod = time.Second, 5*time.Second
+		k.CrashLoopBackOff, k.MaxCrashLoopBackOff = time.Second, 2*time.Second
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- kl.Run(runCtx) }()
 	// The endpointslice controller turns container readiness into endpoint readiness.
+	runCtx, cancel := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
 	go func() {
 		ctrlDone <- controllers.Run(runCtx, n.client, controllers.Options{Controllers: []string{controllers.EndpointSlice}, Logger: log})
@@ -103,17 +70,8 @@ func startNode(t *testing.T) *node {
 		if err := <-ctrlDone; err != nil {
 			t.Errorf("controllers: %v", err)
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("kubelet Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("kubelet did not stop within 30s")
-		}
-		probes.Close()
-		events.Shutdown()
 	})
+	fwagent.Start(t, cfg)
 	return n
 }
 
@@ -122,26 +80,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// removeCgroups removes the kubelet's cgroup root from every v1 hierarchy, children first.
-func removeCgroups(t *testing.T, root string) {
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, h := range hierarchies {
-		var dirs []string
-		filepath.WalkDir(filepath.Join(h, root), func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("remove cgroup: %v", err)
-			}
-		}
-	}
 }
 
 // demoPod is the demo server with its HTTP port named "http" and its gRPC port "grpc".

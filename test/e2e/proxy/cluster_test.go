@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/proxy/ipvs"
 	"github.com/nodekit/nodekit/proxy/state"
 	"github.com/nodekit/nodekit/test/framework/netns"
 )
@@ -50,8 +53,51 @@ type cluster struct {
 	client       kubernetes.Interface // writes Services and EndpointSlices
 	proxyClient  kubernetes.Interface // what the proxy watches with
 	nextIP       map[string]int
-	// iptablesBefore is node1's iptables-save (without counters) before any proxy ran.
-	iptablesBefore string
+	// iptablesBefore is node1's iptables-save (without counters) before any proxy ran, nftTablesBefore its
+	// nf_tables tables.
+	iptablesBefore  string
+	nftTablesBefore []string
+	// mode is the proxy mode under test.
+	mode proxy.Mode
+}
+
+// eachMode runs test once per proxy mode, as subtests named after the mode, each on a fresh cluster. A mode
+// this kernel cannot run is skipped with the reason (IPVS without the ip_vs module).
+func eachMode(t *testing.T, test func(*testing.T, *cluster)) {
+	for _, m := range proxy.Modes {
+		t.Run(string(m), func(t *testing.T) {
+			if m == proxy.ModeIPVS {
+				if err := ipvs.Available(); err != nil {
+					t.Skip(err)
+				}
+			}
+			c := newCluster(t)
+			c.mode = m
+			test(t, c)
+		})
+	}
+}
+
+// nftTables lists the node's nf_tables tables as "family name", sorted.
+func (c *cluster) nftTables(n *netns.Node) []string {
+	c.t.Helper()
+	var out []string
+	err := n.Do(func() error {
+		conn, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		tables, err := conn.ListTables()
+		for _, t := range tables {
+			out = append(out, fmt.Sprintf("%d %s", t.Family, t.Name))
+		}
+		return err
+	})
+	if err != nil {
+		c.t.Fatalf("list nf_tables tables of %s: %v", n.Name, err)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func requireRoot(t *testing.T) {
@@ -77,6 +123,7 @@ func newCluster(t *testing.T) *cluster {
 	c.run(c.node1, "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "10.244.1.0/24", "!", "-d", clusterCIDR, "-j", "MASQUERADE")
 	c.run(c.node1, "iptables", "-A", "FORWARD", "-s", clusterCIDR, "-j", "ACCEPT")
 	c.iptablesBefore = c.iptablesSave(c.node1)
+	c.nftTablesBefore = c.nftTables(c.node1)
 	return c
 }
 
@@ -355,7 +402,7 @@ func (c *cluster) startProxy() (p *proxy.Proxier, stop func()) {
 func (c *cluster) startProxyWith(mutate func(*proxy.Config)) (p *proxy.Proxier, stop func()) {
 	c.t.Helper()
 	cfg := proxy.Config{
-		Client: c.proxyClient, Mode: proxy.ModeIPTables, NodeName: c.node1.Name, ClusterCIDR: clusterCIDR,
+		Client: c.proxyClient, Mode: c.mode, NodeName: c.node1.Name, ClusterCIDR: clusterCIDR,
 		MinSyncPeriod: 50 * time.Millisecond, SyncPeriod: time.Minute, MetricsAddr: "127.0.0.1:0", NetNS: c.node1.NS,
 	}
 	mutate(&cfg)

@@ -1,5 +1,5 @@
-// Package proxy_test runs nodekit's service proxy in iptables mode against real iptables, conntrack and
-// network namespaces: a simulated two-node cluster (test/framework/netns) with pods as namespaces on a
+// Package proxy_test runs nodekit's service proxy in every mode (iptables, ipvs, nftables) against real
+// iptables, nf_tables, conntrack and network namespaces: a simulated two-node cluster (test/framework/netns) with pods as namespaces on a
 // bridge per node, Services and EndpointSlices written through the API client, and traffic measured from
 // client pods and nodes.
 package proxy_test
@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,9 @@ func addr(svc *v1.Service) string {
 
 // TestClusterIPSpreadScaleAndReject: 300 requests spread over 3 backends (each ≥ 50); scaled to one
 // backend all go there; scaled to none, connections are refused at once (REJECT), not left to time out.
-func TestClusterIPSpreadScaleAndReject(t *testing.T) {
-	c := newCluster(t)
+func TestClusterIPSpreadScaleAndReject(t *testing.T) { eachMode(t, testClusterIPSpreadScaleAndReject) }
+
+func testClusterIPSpreadScaleAndReject(t *testing.T, c *cluster) {
 	a, b, d := c.addPod(c.node1, "a"), c.addPod(c.node1, "b"), c.addPod(c.node1, "c")
 	client := c.addPod(c.node1, "client")
 	for _, p := range []*pod{a, b, d} {
@@ -82,7 +84,10 @@ func TestClusterIPSpreadScaleAndReject(t *testing.T) {
 // enabled; with externalTrafficPolicy Local only the local endpoint answers, and it sees the real client
 // address.
 func TestNodePortAndExternalTrafficPolicyLocal(t *testing.T) {
-	c := newCluster(t)
+	eachMode(t, testNodePortAndExternalTrafficPolicyLocal)
+}
+
+func testNodePortAndExternalTrafficPolicyLocal(t *testing.T, c *cluster) {
 	local, remote := c.addPod(c.node1, "local"), c.addPod(c.node2, "remote")
 	c.serveTCP(local, 8080)
 	c.serveTCP(remote, 8080)
@@ -134,8 +139,9 @@ func TestNodePortAndExternalTrafficPolicyLocal(t *testing.T) {
 
 // TestSessionAffinityClientIP: with sessionAffinity ClientIP every request of one client reaches the same
 // backend.
-func TestSessionAffinityClientIP(t *testing.T) {
-	c := newCluster(t)
+func TestSessionAffinityClientIP(t *testing.T) { eachMode(t, testSessionAffinityClientIP) }
+
+func testSessionAffinityClientIP(t *testing.T, c *cluster) {
 	pods := []*pod{c.addPod(c.node1, "a"), c.addPod(c.node1, "b"), c.addPod(c.node1, "c")}
 	client := c.addPod(c.node1, "client")
 	for _, p := range pods {
@@ -157,8 +163,9 @@ func TestSessionAffinityClientIP(t *testing.T) {
 
 // TestHairpin: a pod reaches itself through its own Service (masqueraded to the bridge address, since a
 // packet from its own address would be dropped as martian).
-func TestHairpin(t *testing.T) {
-	c := newCluster(t)
+func TestHairpin(t *testing.T) { eachMode(t, testHairpin) }
+
+func testHairpin(t *testing.T, c *cluster) {
 	a := c.addPod(c.node1, "a")
 	c.serveTCP(a, 8080)
 	p, _ := c.startProxy()
@@ -177,8 +184,9 @@ func TestHairpin(t *testing.T) {
 // TestUDPBackendReplaced: a UDP client keeps its socket (same conntrack flow); after the Service's backend
 // is replaced, its very next datagram reaches the new backend because the proxy flushed the stale conntrack
 // entry. The old backend keeps running, so a stale entry would still be answered — by the wrong pod.
-func TestUDPBackendReplaced(t *testing.T) {
-	c := newCluster(t)
+func TestUDPBackendReplaced(t *testing.T) { eachMode(t, testUDPBackendReplaced) }
+
+func testUDPBackendReplaced(t *testing.T, c *cluster) {
 	oldPod, newPod := c.addPod(c.node1, "old"), c.addPod(c.node1, "new")
 	client := c.addPod(c.node1, "client")
 	c.serveUDP(oldPod, 5353)
@@ -227,9 +235,12 @@ func TestUDPBackendReplaced(t *testing.T) {
 
 // TestRestartKeepsTrafficAndCleanupRestores: traffic flows without a single failure while the proxy is
 // stopped and a new one takes over; afterwards proxy.Cleanup leaves iptables-save exactly as before the
-// proxy first ran (counters aside).
+// proxy first ran (counters aside), and the node's nf_tables tables too (nftables mode's table is gone).
 func TestRestartKeepsTrafficAndCleanupRestores(t *testing.T) {
-	c := newCluster(t)
+	eachMode(t, testRestartKeepsTrafficAndCleanupRestores)
+}
+
+func testRestartKeepsTrafficAndCleanupRestores(t *testing.T, c *cluster) {
 	a, b := c.addPod(c.node1, "a"), c.addPod(c.node1, "b")
 	client := c.addPod(c.node1, "client")
 	c.serveTCP(a, 8080)
@@ -282,5 +293,8 @@ func TestRestartKeepsTrafficAndCleanupRestores(t *testing.T) {
 	}
 	if strings.Contains(c.run(c.node1, "iptables-save"), "NODEKIT") {
 		t.Error("NODEKIT rules left after cleanup")
+	}
+	if after := c.nftTables(c.node1); !slices.Equal(after, c.nftTablesBefore) {
+		t.Errorf("after cleanup nf_tables tables are %v, want %v as before the proxy ran", after, c.nftTablesBefore)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/server"
 )
 
 var (
@@ -56,7 +57,7 @@ func TestLabJoin(t *testing.T) {
 	e := &env{dataDir: filepath.Join(dataDir, "server")}
 	client := e.client(t)
 	ctx := context.Background()
-	adminKubeconfig := filepath.Join(dataDir, "server", "admin.kubeconfig")
+	adminKubeconfig := server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig
 	kc, err := clientcmd.LoadFromFile(adminKubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestLabJoin(t *testing.T) {
 	if leaf.Subject.CommonName != "system:node:"+node.Name || strings.Join(leaf.Subject.Organization, ",") != "system:nodes" {
 		t.Errorf("node client certificate subject %v, want CN=system:node:%s, O=system:nodes", leaf.Subject, node.Name)
 	}
-	cas, err := certutil.CertsFromFile(filepath.Join(dataDir, "server", "pki", "ca.crt"))
+	cas, err := certutil.CertsFromFile(server.Config{DataDir: filepath.Join(dataDir, "server")}.Paths().CACert)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -71,7 +72,7 @@ func TestLab(t *testing.T) {
 		}
 		return true, ""
 	})
-	rt, err := cri.Dial(ctx, "unix://"+filepath.Join(n1.DataDir, "containerd", "containerd.sock"))
+	rt, err := cri.Dial(ctx, "unix://"+agent.Config{DataDir: n1.DataDir}.Paths().ContainerdSocket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -146,7 +147,7 @@ func TestLabs(t *testing.T) {
 	e.startUp(t)
 	client := e.client(t)
 	e.waitDemoReady(t, client, 3, nil)
-	env := append(os.Environ(), "DATA_DIR="+e.dataDir, "KUBECONFIG="+filepath.Join(e.dataDir, "admin.kubeconfig"),
+	env := append(os.Environ(), "DATA_DIR="+e.dataDir, "KUBECONFIG="+server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig,
 		"ETCDCTL_API=3", "ETCDCTL_ENDPOINTS=http://"+e.etcdAddr, "LAB_TMP="+t.TempDir(),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 

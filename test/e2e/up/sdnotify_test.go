@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/server"
 )
 
 // TestServerNotifiesSystemd runs `nodekit server` the way a Type=notify unit does (NOTIFY_SOCKET naming a
@@ -43,9 +47,9 @@ func TestServerNotifiesSystemd(t *testing.T) {
 	}()
 
 	dataDir := filepath.Join(dir, "data")
-	cmd := exec.Command(filepath.Join(bin, "nodekit"), "server", "--data-dir", dataDir,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(freePort(t)),
-		"--etcd-listen-client", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	sc := server.Config{DataDir: dataDir, APIServer: apiserver.Options{BindAddress: "127.0.0.1", AdvertiseAddress: "127.0.0.1",
+		Port: freePort(t)}, Etcd: etcd.Config{ClientAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))}}
+	cmd := exec.Command(filepath.Join(bin, "nodekit"), sc.Args()...)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	stderr := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr

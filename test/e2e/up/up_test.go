@@ -33,12 +33,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
 	"github.com/nodekit/nodekit/examples"
 	proxyipt "github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -303,7 +305,7 @@ func (u *upProc) waitExit(t *testing.T, timeout time.Duration) {
 // restConfig is the admin client config of e's data dir.
 func restConfig(t *testing.T, e *env) *rest.Config {
 	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.dataDir, "admin.kubeconfig"))
+	rc, err := clientcmd.BuildConfigFromFlags("", server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +324,7 @@ func (e *env) client(t *testing.T) kubernetes.Interface {
 
 func (e *env) cri(t *testing.T) *cri.Client {
 	t.Helper()
-	c, err := cri.Dial(context.Background(), "unix://"+filepath.Join(e.dataDir, "containerd", "containerd.sock"))
+	c, err := cri.Dial(context.Background(), "unix://"+agent.Config{DataDir: e.dataDir}.Paths().ContainerdSocket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/etcd"
+	nodekitserver "github.com/nodekit/nodekit/server"
 )
 
 // Options tune the test server. The zero value is the production defaults.
@@ -77,12 +78,12 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	store, err := etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0"})
+	store, err := etcd.Start(ctx, etcd.Config{DataDir: nodekitserver.Config{DataDir: dir}.Paths().EtcdDir, ClientAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +106,10 @@ func Start(t testing.TB, opts Options) *Server {
 }
 
 func (s *Server) start() error {
+	paths := nodekitserver.Config{DataDir: s.DataDir}.Paths()
 	srv, err := server.New(server.Options{
-		DataDir:                  s.DataDir,
+		PKIDir:                   paths.PKIDir,
+		AdminKubeconfig:          paths.AdminKubeconfig,
 		BindAddress:              "127.0.0.1",
 		Port:                     s.port,
 		ServiceCIDR:              s.opts.ServiceCIDR,
@@ -219,7 +222,7 @@ func (s *Server) NodeKubeconfig(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := os.ReadFile(pki.CertPath(filepath.Join(s.DataDir, "pki"), pki.CAName))
+	ca, err := os.ReadFile(nodekitserver.Config{DataDir: s.DataDir}.Paths().CACert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,14 +249,16 @@ func IssueNodeCert(dataDir, node string) (pki.KeyPair, error) {
 	if node == "" {
 		return pki.KeyPair{}, errors.New("node name is required")
 	}
-	ca, err := pki.LoadOrCreateCA(filepath.Join(dataDir, "pki"))
+	ca, err := pki.LoadOrCreateCA(nodekitserver.Config{DataDir: dataDir}.Paths().PKIDir)
 	if err != nil {
 		return pki.KeyPair{}, err
 	}
 	return ca.Issue(pki.NodeClientSpec(node))
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port free on 127.0.0.1 now (the kernel's pick; another process may take it
+// before the caller binds it, which the tests' own listeners make unlikely).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

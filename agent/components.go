@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+
+	cniconfig "github.com/nodekit/nodekit/cni/config"
+	cniinstall "github.com/nodekit/nodekit/cni/install"
+	"github.com/nodekit/nodekit/cni/netconf"
+	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/metrics"
+	"github.com/nodekit/nodekit/kubelet/nodestatus"
+	"github.com/nodekit/nodekit/runtime/containerd"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// startRuntime connects to the CRI runtime: Kubelet.ContainerRuntimeEndpoint, or the managed containerd
+// under Paths().Containerd with nodekit-cni installed and the image archives of Paths().Images imported.
+// The returned func stops it (a managed containerd; pods keep running under their shims).
+func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
+	kc := &a.cfg.Kubelet
+	rcfg := containerd.Config{Endpoint: kc.ContainerRuntimeEndpoint, Dir: a.paths.Containerd, LogFile: a.paths.ContainerdLog,
+		CNIConfDir: a.cfg.CNIConfDir, CgroupDriver: kc.CgroupDriver}
+	if rcfg.Endpoint == "" {
+		rcfg.ImagesDir = a.paths.Images
+		if rcfg.CNIBinDirs, err = installCNIPlugin(a.paths.CNIBin); err != nil {
+			return nil, err
+		}
+	}
+	sup, err := containerd.New(ctx, rcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := sup.Start(ctx); err != nil {
+		sup.Stop(context.Background())
+		return nil, err
+	}
+	var opts []cri.Option
+	if kc.ImageServiceEndpoint != "" {
+		opts = append(opts, cri.WithImageEndpoint(kc.ImageServiceEndpoint))
+	}
+	// The agent's own connection survives containerd restarts (gRPC reconnects to the same socket).
+	if a.rt, err = cri.Dial(ctx, sup.Endpoint(), opts...); err != nil {
+		sup.Stop(context.Background())
+		return nil, err
+	}
+	return func() { a.rt.Close(); sup.Stop(context.Background()) }, nil
+}
+
+// newKubelet makes the kubelet from the KubeletConfiguration, then TuneKubelet, and hands it to OnKubelet.
+func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*kubelet.Kubelet, error) {
+	kc := &a.cfg.Kubelet
+	var clusterDNS []net.IP
+	for _, s := range kc.ClusterDNS {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("clusterDNS: %q is not an IP address", s)
+		}
+		clusterDNS = append(clusterDNS, ip)
+	}
+	cfg := kubelet.Config{
+		NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, Runtime: a.rt.Runtime(), Images: a.rt.Image(), Client: a.client,
+		Recorder: a.recorder, ProbeManager: probes, Metrics: m, Logger: a.log,
+		RootDir: a.paths.KubeletRoot, PodLogsDir: kc.PodLogsDir, CgroupRoot: kc.CgroupRoot, CgroupDriver: kc.CgroupDriver,
+		ClusterDNS: clusterDNS, ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
+	}
+	if a.cfg.TuneKubelet != nil {
+		a.cfg.TuneKubelet(&cfg)
+	}
+	kl, err := kubelet.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.OnKubelet != nil {
+		a.cfg.OnKubelet(kl)
+	}
+	return kl, nil
+}
+
+// newNodeStatus makes the node status controller: registration, status, Lease, and the conflist
+// (Paths().Conflist) written from the Node's podCIDR.
+func (a *agent) newNodeStatus(ctx context.Context) (*nodestatus.Controller, error) {
+	kc := &a.cfg.Kubelet
+	rv, err := a.rt.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cniVersion := cniconfig.VersionForRuntime(rv.RuntimeName, rv.RuntimeVersion)
+	machine, err := nodestatus.ReadMachine(a.paths.KubeletRoot)
+	if err != nil {
+		return nil, err
+	}
+	return nodestatus.New(nodestatus.Config{
+		NodeName: a.nodeName, Client: a.client, Runtime: a.rt.Runtime(), Images: a.rt.Image(), NodeIP: a.nodeIP,
+		Labels: a.labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
+		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
+		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds,
+		OnPodCIDRs: func(cidrs []string) {
+			path, err := cniconfig.Write(cniconfig.Options{Path: a.paths.Conflist, PodCIDR: cidrs[0],
+				ClusterCIDR: a.cfg.ClusterCIDR, CNIVersion: cniVersion, DataDir: a.paths.CNI})
+			if err != nil {
+				slog.Error("writing CNI config", "node", a.nodeName, "err", err)
+				return
+			}
+			slog.Info("CNI config written", "node", a.nodeName, "path", path, "podCIDR", cidrs[0])
+		},
+	})
+}
+
+// loadClientCA returns the CA pool that verifies kubelet server clients: file (--client-ca-file), else
+// the cluster CA the kubeconfig trusts.
+func loadClientCA(file string, rc *rest.Config) (*x509.CertPool, error) {
+	if file == "" {
+		file = rc.TLSClientConfig.CAFile
+	}
+	var certs []*x509.Certificate
+	var err error
+	switch {
+	case file != "":
+		certs, err = certutil.CertsFromFile(file)
+	case len(rc.TLSClientConfig.CAData) > 0:
+		certs, err = certutil.ParseCertsPEM(rc.TLSClientConfig.CAData)
+	default:
+		return nil, errors.New("client CA: set --client-ca-file (authentication.x509.clientCAFile) or use a kubeconfig with a cluster CA")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// installCNIPlugin copies nodekit-cni (next to this executable) into binDir and returns the CNI bin dirs
+// for the managed containerd: binDir first, then the existing reference plugin dirs (loopback and
+// friends).
+func installCNIPlugin(binDir string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(filepath.Dir(exe), netconf.PluginType)
+	if _, err := os.Stat(src); err == nil {
+		dst, err := cniinstall.Install(src, binDir)
+		if err != nil {
+			return nil, err
+		}
+		slog.Info("CNI plugin installed", "path", dst)
+	} else {
+		slog.Warn("nodekit-cni not found next to the nodekit executable; pods need a CNI plugin in the bin dir", "looked_for", src, "bin_dir", binDir)
+	}
+	dirs := []string{binDir}
+	for _, d := range containerd.DefaultCNIBinDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && d != binDir {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}

@@ -1,0 +1,155 @@
+// Package agent is nodekit's node agent as a library: the kubelet (node registration and heartbeats,
+// pods over CRI, the :10250 server, probes, static pods) on nodekit's managed containerd or an existing
+// CRI runtime, nodekit-cni's install and conflist, and the service proxy, assembled by Run from one
+// typed Config. `nodekit agent` binds its flags to a Config (BindFlags) and calls Run; `nodekit up` and
+// `nodekit lab` start it through Config.Args; tests and benchmarks call Run in-process. This is the
+// k3s pkg/agent shape: the assembly lives in a library, the command only parses flags.
+package agent
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/internal/podnet"
+	"github.com/nodekit/nodekit/kubelet"
+	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
+	"github.com/nodekit/nodekit/kubelet/metrics"
+	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/runtime/containerd"
+)
+
+// Defaults of the settings that are not derived from the data dir.
+const (
+	// DefaultDataDir is --data-dir's default: the agent's persistent state (see Paths).
+	DefaultDataDir = "/var/lib/nodekit"
+	// DefaultClusterCIDR is the cluster's pod network every node's podCIDR is cut from (the server's
+	// --cluster-cidr default: internal/podnet's, shared by both halves).
+	DefaultClusterCIDR = podnet.DefaultClusterCIDR
+	// DefaultCNIConfDir is where the agent writes its conflist (the directory containerd's CRI reads).
+	DefaultCNIConfDir = "/etc/cni/net.d"
+	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
+	DefaultProxyMetricsAddr = "127.0.0.1:10249"
+)
+
+// Command is the nodekit subcommand that runs the agent (Args' first element).
+const Command = "agent"
+
+// Config is every setting of the node agent. Default() gives the defaults; a zero path field means the
+// data-dir location Paths() documents. The fields down to Kubelet are the command line's (Args renders
+// them, BindFlags parses them); the hooks after it are for in-process callers only.
+type Config struct {
+	// DataDir holds the agent's persistent state (--data-dir; see Paths).
+	DataDir string
+	// Server is the API server URL (--server), overriding the kubeconfig's; required with Token.
+	Server string
+	// Kubeconfig holds the node's credentials, system:node:<name> (--kubeconfig); written by the join
+	// when Token is set and it is not valid yet.
+	Kubeconfig string
+	// NodeName is the Node's name (--node-name); empty: the hostname, lowercased.
+	NodeName string
+	// NodeIP is the node's InternalIP (--node-ip); empty: the address of the default-route interface.
+	NodeIP string
+	// NodeLabels are added to the Node at registration (--node-labels key=value,...).
+	NodeLabels map[string]string
+	// RootDir is the kubelet's state directory (--root-dir); empty: Paths().KubeletRoot.
+	RootDir string
+	// CNIBinDir is where nodekit-cni is installed for the managed containerd (--cni-bin-dir); empty:
+	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it.
+	CNIBinDir string
+	// CNIConfDir is where the conflist is written once the Node has a podCIDR (--cni-conf-dir).
+	CNIConfDir string
+	// ClusterCIDR is the cluster's pod network, containing every node's podCIDR (--cluster-cidr).
+	ClusterCIDR string
+	// ImagesDir holds the OCI image archives imported into the managed containerd at start
+	// (--images-dir); empty: Paths().Images.
+	ImagesDir string
+	// Token (a bootstrap token <id>.<secret>) and CAHash (sha256:<hex> of the cluster CA's public key)
+	// join the cluster when Kubeconfig is not valid yet (--token, --ca-hash; default $NODEKIT_TOKEN and
+	// $NODEKIT_CA_HASH, read by Run, so the token need not appear on a command line).
+	Token, CAHash string
+	// DisableProxy turns the service proxy off (--disable-proxy), when another kube-proxy serves the node.
+	DisableProxy bool
+	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
+	ProxyMode proxy.Mode
+	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
+	// empty disables them.
+	ProxyMetricsAddr string
+	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
+	KubeletConfigFile string
+	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
+	// flags). Args renders the fields that have a flag; the others reach a child only through
+	// KubeletConfigFile.
+	Kubelet kubeletv1beta1.KubeletConfiguration
+
+	// Logger receives the kubelet's and the prober's events; nil: slog.Default().
+	Logger *slog.Logger `json:"-"`
+	// ProbeManager replaces the probe manager (kubelet/prober) when set.
+	ProbeManager kubelet.ProbeManager `json:"-"`
+	// Metrics receives the kubelet's metrics (served on the kubelet server's /metrics); nil: new ones.
+	Metrics *metrics.Metrics `json:"-"`
+	// TuneKubelet, when set, adjusts the in-process kubelet's settings that have no flag (periods and
+	// back-offs shortened by tests) before it is built.
+	TuneKubelet func(*kubelet.Config) `json:"-"`
+	// OnKubelet, when set, is called with the kubelet once it is built, before it runs.
+	OnKubelet func(*kubelet.Kubelet) `json:"-"`
+}
+
+// Default returns the agent's defaults: DataDir, CNIConfDir, ClusterCIDR, the proxy's iptables mode and
+// metrics address, and kubelet/config's Default() KubeletConfiguration.
+func Default() Config {
+	return Config{
+		DataDir:          DefaultDataDir,
+		CNIConfDir:       DefaultCNIConfDir,
+		ClusterCIDR:      DefaultClusterCIDR,
+		ProxyMode:        proxy.ModeIPTables,
+		ProxyMetricsAddr: DefaultProxyMetricsAddr,
+		Kubelet:          *kubeletconfig.Default(),
+	}
+}
+
+// Paths is the agent's on-disk layout, every path absolute when DataDir is.
+type Paths struct {
+	// DataDir is Config.DataDir.
+	DataDir string
+	// Containerd is the managed containerd's directory (<DataDir>/containerd): config.toml, root,
+	// state, socket; ContainerdLog its log file and ContainerdSocket its gRPC socket in it.
+	Containerd, ContainerdLog, ContainerdSocket string
+	// Images holds the image archives imported at start (ImagesDir, default <DataDir>/images).
+	Images string
+	// CNI is nodekit-cni's IPAM store (<DataDir>/cni); CNIBin the plugin's install directory
+	// (CNIBinDir, default <DataDir>/cni/bin).
+	CNI, CNIBin string
+	// Conflist is the conflist the agent writes (<CNIConfDir>/10-nodekit.conflist).
+	Conflist string
+	// KubeletRoot is the kubelet's state (RootDir, default <DataDir>/kubelet); KubeletPKI the kubelet
+	// server's self-signed certificate in it (<KubeletRoot>/pki).
+	KubeletRoot, KubeletPKI string
+}
+
+// Paths returns the layout of c's data dir, with the explicit directories (RootDir, CNIBinDir,
+// ImagesDir, CNIConfDir) where they are set.
+func (c Config) Paths() Paths {
+	or := func(v, def string) string {
+		if v != "" {
+			return v
+		}
+		return def
+	}
+	confDir := or(c.CNIConfDir, DefaultCNIConfDir)
+	p := Paths{
+		DataDir:     c.DataDir,
+		Containerd:  filepath.Join(c.DataDir, "containerd"),
+		Images:      or(c.ImagesDir, filepath.Join(c.DataDir, "images")),
+		CNI:         filepath.Join(c.DataDir, "cni"),
+		CNIBin:      or(c.CNIBinDir, filepath.Join(c.DataDir, "cni", "bin")),
+		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
+		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
+	}
+	p.ContainerdLog = filepath.Join(p.Containerd, "containerd.log")
+	p.ContainerdSocket = containerd.SocketPath(p.Containerd)
+	p.KubeletPKI = filepath.Join(p.KubeletRoot, "pki")
+	return p
+}

@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/sdnotify"
+	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/bootstrap"
+	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
+	"github.com/nodekit/nodekit/kubelet/metrics"
+	"github.com/nodekit/nodekit/kubelet/nodestatus"
+	"github.com/nodekit/nodekit/kubelet/prober"
+	"github.com/nodekit/nodekit/kubelet/server"
+	"github.com/nodekit/nodekit/kubelet/static"
+	"github.com/nodekit/nodekit/proxy"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// agent is one Run: the resolved identity and the clients the components share.
+type agent struct {
+	cfg      Config
+	paths    Paths
+	log      *slog.Logger
+	nodeName string
+	nodeIP   net.IP
+	labels   map[string]string
+	rest     *rest.Config
+	client   kubernetes.Interface
+	rt       *cri.Client
+	recorder record.EventRecorder
+}
+
+// Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
+// (with Token), starts the runtime (an existing CRI endpoint, or the managed containerd with nodekit-cni
+// installed and the bundled images imported), and runs the kubelet, the node status controller (which
+// writes the conflist once the Node has a podCIDR), the kubelet server, the service proxy and the static
+// pod source, telling systemd READY=1 once the Node is registered. The first component to fail stops
+// the others; its error is returned. Invalid settings fail before anything starts, naming the flag.
+func Run(ctx context.Context, cfg Config) error {
+	klog.SetSlogLogger(slog.Default()) // client-go and the lease controller log through klog
+	a, err := newAgent(cfg)
+	if err != nil {
+		return err
+	}
+	if err := a.join(ctx); err != nil {
+		return err
+	}
+	if err := a.connect(); err != nil {
+		return err
+	}
+	stopRuntime, err := a.startRuntime(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopRuntime()
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	defer events.Shutdown()
+	a.recorder = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: a.nodeName})
+	probes := cfg.ProbeManager
+	if probes == nil {
+		pm := prober.New(prober.Options{Runtime: a.rt.Runtime(), Recorder: a.recorder, Logger: a.log})
+		defer pm.Close()
+		probes = pm
+	}
+	err = a.run(ctx, probes)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		slog.Info("agent stopped", "node", a.nodeName)
+		return nil
+	}
+	return err
+}
+
+// newAgent validates cfg (the KubeletConfiguration with kubelet/config's Validate, the cluster CIDR)
+// and resolves the node's identity: name, InternalIP, labels.
+func newAgent(cfg Config) (*agent, error) {
+	a := &agent{cfg: cfg, paths: cfg.Paths(), log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	var err error
+	if a.nodeName, err = nodeutil.GetHostname(cfg.NodeName); err != nil {
+		return nil, fmt.Errorf("--%s: %w", FlagNodeName, err)
+	}
+	if cfg.NodeIP != "" {
+		if a.nodeIP = net.ParseIP(cfg.NodeIP); a.nodeIP == nil {
+			return nil, fmt.Errorf("--%s: %q is not an IP address", FlagNodeIP, cfg.NodeIP)
+		}
+	} else if a.nodeIP, err = nodestatus.DefaultRouteIP(); err != nil {
+		return nil, err
+	}
+	if err := kubeletconfig.Validate(&cfg.Kubelet); err != nil {
+		return nil, fmt.Errorf("kubelet config: %w", err)
+	}
+	if _, _, err := net.ParseCIDR(cfg.ClusterCIDR); err != nil {
+		return nil, fmt.Errorf("--%s: %w", FlagClusterCIDR, err)
+	}
+	a.labels = cfg.NodeLabels
+	if a.labels == nil {
+		a.labels = map[string]string{}
+	}
+	if err := os.MkdirAll(a.paths.KubeletRoot, 0o750); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// join joins the cluster (kubelet/bootstrap) when a token is set (Token, else $NODEKIT_TOKEN); an
+// existing valid Kubeconfig is kept.
+func (a *agent) join(ctx context.Context) error {
+	token, caHash := a.cfg.Token, a.cfg.CAHash
+	if token == "" {
+		token = os.Getenv("NODEKIT_TOKEN")
+	}
+	if caHash == "" {
+		caHash = os.Getenv("NODEKIT_CA_HASH")
+	}
+	switch {
+	case token == "" && caHash != "":
+		return fmt.Errorf("--%s: only meaningful with --%s", FlagCAHash, FlagToken)
+	case token == "":
+		return nil
+	case caHash == "":
+		return fmt.Errorf("--%s: required with --%s (the sha256:<hex> 'nodekit token create' prints), so the agent only trusts the right server", FlagCAHash, FlagToken)
+	case a.cfg.Server == "":
+		return fmt.Errorf("--%s: required with --%s (https://HOST:6443)", FlagServer, FlagToken)
+	}
+	return bootstrap.Join(ctx, bootstrap.Config{Server: a.cfg.Server, Token: token, CAHash: caHash, NodeName: a.nodeName, Kubeconfig: a.cfg.Kubeconfig})
+}
+
+// connect builds the node's API client from Kubeconfig and Server.
+func (a *agent) connect() error {
+	rc, err := clientcmd.BuildConfigFromFlags(a.cfg.Server, a.cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--%s/--%s: %w", FlagKubeconfig, FlagServer, err)
+	}
+	// Upstream's kubeAPIQPS/kubeAPIBurst: client-go's default 5/10 would throttle status writes and events.
+	rc.QPS, rc.Burst = 50, 100
+	if a.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	a.rest = rc
+	return nil
+}
+
+// run builds the node's components on the runtime and runs them until one fails or ctx ends.
+func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
+	kc := &a.cfg.Kubelet
+	m := a.cfg.Metrics
+	if m == nil {
+		m = metrics.New(a.nodeName, a.rt.Runtime())
+	}
+	kl, err := a.newKubelet(probes, m)
+	if err != nil {
+		return err
+	}
+	ns, err := a.newNodeStatus(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := a.newServer(kl, m)
+	if err != nil {
+		return err
+	}
+	px, err := a.newProxy()
+	if err != nil {
+		return err
+	}
+	var src *static.Source
+	if kc.StaticPodPath != "" {
+		if src, err = static.New(static.Config{Dir: kc.StaticPodPath, NodeName: a.nodeName, Client: a.client, Sink: kl,
+			Period: kc.FileCheckFrequency.Duration}); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ns.Run(gctx) })
+	g.Go(func() error { return kl.Run(gctx) })
+	g.Go(func() error { return srv.Serve(gctx) })
+	if px != nil {
+		g.Go(func() error { return px.Run(gctx) })
+	}
+	if src != nil {
+		g.Go(func() error {
+			select { // mirror pods need the Node (their owner)
+			case <-ns.Registered():
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			return src.Run(gctx)
+		})
+	}
+	sdnotify.Notify(gctx, Command, ns.Registered())
+	return g.Wait()
+}
+
+// newProxy makes the service proxy for the node (nil with DisableProxy); it logs through slog.Default().
+func (a *agent) newProxy() (*proxy.Proxier, error) {
+	if a.cfg.DisableProxy {
+		slog.Info("service proxy disabled (--"+FlagDisableProxy+")", "node", a.nodeName)
+		return nil, nil
+	}
+	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr})
+	if err != nil {
+		return nil, fmt.Errorf("service proxy: %w", err)
+	}
+	return px, nil
+}
+
+// newServer makes the kubelet server (:10250) over kl.
+func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Server, error) {
+	kc := &a.cfg.Kubelet
+	clientCA, err := loadClientCA(kc.Authentication.X509.ClientCAFile, a.rest)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Config{
+		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
+		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
+		Authorizer: server.GroupAuthorizer{"system:masters"},
+		Pods:       kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
+		Metrics: m,
+	})
+}

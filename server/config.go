@@ -1,0 +1,131 @@
+// Package server is `nodekit server` as a library: the control plane of one cluster in one process —
+// the embedded (or an external) etcd, the API server, the scheduler and the controller manager — with
+// its settings in one typed Config (defaults defined once, in DefaultConfig), its data-dir layout in
+// Paths, the argv that starts it in Args and the process itself in Run. cmd/nodekit binds its flags
+// to a Config (BindFlags) and calls Run; cluster/ (up, lab) builds a Config and starts Args.
+//
+// This is the k3s shape (pkg/daemons/config, pkg/daemons/control) with nodekit's own components.
+package server
+
+import (
+	"path/filepath"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
+	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/controlplane/scheduler"
+	"github.com/nodekit/nodekit/internal/podnet"
+)
+
+// CommandName is the nodekit subcommand that runs a server (`nodekit server`).
+const CommandName = "server"
+
+// The server's defaults, as its flags show them. Each is the owning component's own default.
+const (
+	// DefaultBindAddress and DefaultSecurePort: where the API server serves HTTPS.
+	DefaultBindAddress = apiserver.DefaultBindAddress
+	DefaultSecurePort  = apiserver.DefaultPort
+	// DefaultServiceCIDR is the ClusterIP range; DefaultNodePortRange the NodePort range ("first-last").
+	DefaultServiceCIDR   = apiserver.DefaultServiceCIDR
+	DefaultNodePortRange = apiserver.DefaultNodePortRange
+	// DefaultNotReadyTolerationSeconds: how long new pods tolerate not-ready/unreachable nodes.
+	DefaultNotReadyTolerationSeconds = apiserver.DefaultDefaultTolerationSeconds
+	// DefaultEtcdClientAddr is the embedded etcd's client address (loopback only).
+	DefaultEtcdClientAddr = etcd.DefaultClientAddr
+	// DefaultClusterCIDR is the pod network nodes' podCIDRs are cut from, each DefaultNodeCIDRMaskSize long.
+	DefaultClusterCIDR      = podnet.DefaultClusterCIDR
+	DefaultNodeCIDRMaskSize = controllers.DefaultNodeCIDRMaskSize
+	// DefaultNodeMonitorGracePeriod and DefaultNodeMonitorPeriod: node health (the node lifecycle controller).
+	DefaultNodeMonitorGracePeriod = nodelifecycle.DefaultGracePeriod
+	DefaultNodeMonitorPeriod      = nodelifecycle.DefaultMonitorPeriod
+	// DefaultClusterSigningDuration is the longest lifetime of the certificates csrsigning issues.
+	DefaultClusterSigningDuration = certificates.DefaultSigningDuration
+)
+
+// Config is every setting of one server. The component options are the components' own; Run fills
+// the fields that follow from the others (the apiserver's PKI and kubeconfig paths and etcd endpoints,
+// etcd's data dir, the controllers' cluster signer). Zero values take the defaults of DefaultConfig.
+type Config struct {
+	// DataDir holds the server's state (see Paths). Required. It is nodekit's global --data-dir, so
+	// BindFlags does not bind it and Args does not spell it.
+	DataDir string
+	// APIServer: bind and advertise addresses, port, SANs, Service and NodePort ranges, static tokens,
+	// the not-ready toleration.
+	APIServer apiserver.Options
+	// Etcd: the embedded member's client address, or external servers and their TLS files.
+	Etcd etcd.Config
+	// Controllers: which run, the cluster CIDR and node mask, node monitoring, certificate signing.
+	Controllers controllers.Options
+	// Scheduler: the scheduler's options (no flags; its defaults).
+	Scheduler scheduler.Options
+	// Ready, when set, is called once, as soon as the API server answers /readyz with ok (cmd/nodekit
+	// sends systemd's READY=1 from it).
+	Ready func()
+}
+
+// DefaultConfig is the server with every default filled in (dataDir given): what `nodekit server`
+// runs with no flags.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir: dataDir,
+		APIServer: apiserver.Options{BindAddress: DefaultBindAddress, Port: DefaultSecurePort, ServiceCIDR: DefaultServiceCIDR,
+			NodePortRange: DefaultNodePortRange, DefaultTolerationSeconds: DefaultNotReadyTolerationSeconds},
+		Etcd: etcd.Config{ClientAddr: DefaultEtcdClientAddr},
+		Controllers: controllers.Options{ClusterCIDR: DefaultClusterCIDR, NodeCIDRMaskSize: DefaultNodeCIDRMaskSize,
+			NodeMonitorGracePeriod: DefaultNodeMonitorGracePeriod, NodeMonitorPeriod: DefaultNodeMonitorPeriod,
+			ClusterSigningDuration: DefaultClusterSigningDuration},
+	}
+}
+
+// WithDefaults returns c with every zero setting DefaultConfig gives a value to set to that value.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig(c.DataDir)
+	set(&c.APIServer.BindAddress, d.APIServer.BindAddress)
+	set(&c.APIServer.Port, d.APIServer.Port)
+	set(&c.APIServer.ServiceCIDR, d.APIServer.ServiceCIDR)
+	set(&c.APIServer.NodePortRange, d.APIServer.NodePortRange)
+	set(&c.APIServer.DefaultTolerationSeconds, d.APIServer.DefaultTolerationSeconds)
+	set(&c.Etcd.ClientAddr, d.Etcd.ClientAddr)
+	set(&c.Controllers.ClusterCIDR, d.Controllers.ClusterCIDR)
+	set(&c.Controllers.NodeCIDRMaskSize, d.Controllers.NodeCIDRMaskSize)
+	set(&c.Controllers.NodeMonitorGracePeriod, d.Controllers.NodeMonitorGracePeriod)
+	set(&c.Controllers.NodeMonitorPeriod, d.Controllers.NodeMonitorPeriod)
+	set(&c.Controllers.ClusterSigningDuration, d.Controllers.ClusterSigningDuration)
+	return c
+}
+
+func set[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// Paths is the server's data-dir layout, defined here once.
+type Paths struct {
+	// DataDir is Config.DataDir.
+	DataDir string
+	// EtcdDir is the embedded etcd member's data (<DataDir>/etcd).
+	EtcdDir string
+	// PKIDir holds the cluster CA and the server's certificates (<DataDir>/pki).
+	PKIDir string
+	// CACert is the cluster CA certificate, PEM (<PKIDir>/ca.crt): what joining nodes pin.
+	CACert string
+	// AdminKubeconfig is the cluster-admin kubeconfig the API server writes (<DataDir>/admin.kubeconfig).
+	AdminKubeconfig string
+}
+
+// Paths returns c's data-dir layout.
+func (c Config) Paths() Paths {
+	pkiDir := filepath.Join(c.DataDir, "pki")
+	return Paths{
+		DataDir:         c.DataDir,
+		EtcdDir:         filepath.Join(c.DataDir, "etcd"),
+		PKIDir:          pkiDir,
+		CACert:          pki.CertPath(pkiDir, pki.CAName),
+		AdminKubeconfig: filepath.Join(c.DataDir, "admin.kubeconfig"),
+	}
+}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/etcd"
+	"github.com/nodekit/nodekit/controlplane/scheduler"
+)
+
+// Run runs the server until ctx ends: etcd (the embedded member in Paths().EtcdDir, unless
+// Etcd.Servers names external ones), then the API server (PKI and admin kubeconfig on first start),
+// then the scheduler and the controller manager as ordinary API clients. It calls c.Ready once the
+// API server answers /readyz and returns when the API server has shut down. A control loop that
+// exits with an error is logged; the API server keeps serving.
+func Run(ctx context.Context, c Config) error {
+	if c.DataDir == "" {
+		return errors.New("server: DataDir is required")
+	}
+	c = c.WithDefaults()
+	p := c.Paths()
+	ec := c.Etcd
+	ec.DataDir = p.EtcdDir
+	store, err := etcd.Start(ctx, ec)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ao := c.APIServer
+	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
+	ao.EtcdEndpoints = store.Endpoints
+	ao.EtcdCAFile, ao.EtcdCertFile, ao.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
+	api, err := apiserver.New(ao)
+	if err != nil {
+		return err
+	}
+	co := c.Controllers
+	// csrsigning signs node client certificates (token joins) with the cluster CA the API server trusts.
+	co.ClusterSigner = api.CA
+	if err := startControlLoops(ctx, api.KubeconfigPath, c.Scheduler, co); err != nil {
+		return err
+	}
+	if c.Ready != nil {
+		go func() {
+			if waitReadyz(ctx, api.KubeconfigPath) {
+				c.Ready()
+			}
+		}()
+	}
+	return api.Run(ctx)
+}
+
+// startControlLoops starts the scheduler and the controller manager on the admin kubeconfig: they
+// reach etcd only through the API server, and their informers retry until it serves.
+func startControlLoops(ctx context.Context, kubeconfig string, so scheduler.Options, co controllers.Options) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
+	}
+	// client-go's default 5 requests/s would cap the scheduler at about 5 bindings/s.
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
+	}
+	go func() {
+		if err := scheduler.Run(ctx, client, so); err != nil && ctx.Err() == nil {
+			slog.Error("scheduler stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := controllers.Run(ctx, client, co); err != nil && ctx.Err() == nil {
+			slog.Error("controller manager stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// waitReadyz polls GET /readyz on the admin kubeconfig's API server every 250 ms until it answers
+// "ok" (true) or ctx ends (false). The kubeconfig is written before the server serves.
+func waitReadyz(ctx context.Context, kubeconfig string) bool {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if readyz(ctx, kubeconfig) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+func readyz(ctx context.Context, kubeconfig string) bool {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return false
+	}
+	cfg.Timeout = 5 * time.Second
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err == nil && string(body) == "ok"
+}
