@@ -141,7 +141,7 @@ func (c Config) Paths() Paths {
 	confDir := or(c.CNIConfDir, DefaultCNIConfDir)
 	p := Paths{
 		DataDir:     c.DataDir,
-		Containerd:  filepath.Join(c.DataDir, "containerd"),
+		Containerd:  containerd.DirIn(c.DataDir),
 		Images:      or(c.ImagesDir, filepath.Join(c.DataDir, "images")),
 		CNI:         filepath.Join(c.DataDir, "cni"),
 		CNIBin:      or(c.CNIBinDir, filepath.Join(c.DataDir, "cni", "bin")),

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/grpclog"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/runtime/containerd"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/version"
 )
@@ -383,7 +384,7 @@ func (a *app) endpoint() (string, error) {
 	if a.cfg.RuntimeEndpoint != "" {
 		return a.cfg.RuntimeEndpoint, nil
 	}
-	managed := "unix://" + filepath.Join(cmp.Or(a.dataDir, defaultDataDir), "containerd", "containerd.sock")
+	managed := "unix://" + containerd.SocketPath(containerd.DirIn(cmp.Or(a.dataDir, defaultDataDir)))
 	for _, ep := range append([]string{managed}, defaultRuntimeEndpoints...) {
 		if p, err := cri.ParseEndpoint(ep); err == nil {
 			if _, err := os.Stat(p); err == nil {

@@ -628,6 +628,10 @@ func (s *Supervisor) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// DirIn is the managed containerd's directory (Config.Dir) inside a nodekit data dir:
+// <dataDir>/containerd. The agent's layout (agent.Config.Paths) and crictl's default endpoint use it.
+func DirIn(dataDir string) string { return filepath.Join(dataDir, "containerd") }
+
 // SocketPath is the gRPC socket of a managed containerd whose Config.Dir is dir: <dir>/containerd.sock
 // (the CRI endpoint is "unix://" + SocketPath(dir)).
 func SocketPath(dir string) string { return filepath.Join(dir, "containerd.sock") }
