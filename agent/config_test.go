@@ -143,12 +143,16 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{func(c *Config) { c.ClusterCIDR = "10.244.0.0" }, "--cluster-cidr"},
 		{func(c *Config) { c.Kubelet.Port = 0 }, "kubelet config: port: 0 is not in 1-65535"},
 		{func(c *Config) { c.Token = "abcdef.0123456789abcdef" }, "--ca-hash: required with --token"},
+		{func(c *Config) { c.ProxyMode = "userspace" }, `--proxy-mode: "userspace" is not one of [iptables ipvs nftables]`},
 	} {
 		c := Default()
 		c.DataDir, c.NodeName, c.NodeIP = t.TempDir(), "n1", "10.0.0.1"
 		tc.mod(&c)
 		if err := Run(t.Context(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Run error = %v, want it to contain %q", err, tc.want)
+		}
+		if e, _ := os.ReadDir(c.DataDir); len(e) > 0 && tc.want != "--ca-hash: required with --token" {
+			t.Errorf("Run with bad settings (%s) wrote %d entries into the data dir before failing", tc.want, len(e))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
-	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
@@ -53,7 +53,6 @@ type agent struct {
 // pod source, telling systemd READY=1 once the Node is registered. The first component to fail stops
 // the others; its error is returned. Invalid settings fail before anything starts, naming the flag.
 func Run(ctx context.Context, cfg Config) error {
-	klog.SetSlogLogger(slog.Default()) // client-go and the lease controller log through klog
 	a, err := newAgent(cfg)
 	if err != nil {
 		return err
@@ -110,6 +109,10 @@ func newAgent(cfg Config) (*agent, error) {
 	}
 	if _, _, err := net.ParseCIDR(cfg.ClusterCIDR); err != nil {
 		return nil, fmt.Errorf("--%s: %w", FlagClusterCIDR, err)
+	}
+	// Checked before anything is started or written, as every other setting (the proxy itself is built last).
+	if !cfg.DisableProxy && !slices.Contains(proxy.Modes, cfg.ProxyMode) {
+		return nil, fmt.Errorf("--%s: %q is not one of %v", FlagProxyMode, cfg.ProxyMode, proxy.Modes)
 	}
 	a.labels = cfg.NodeLabels
 	if a.labels == nil {

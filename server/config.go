@@ -8,7 +8,11 @@
 package server
 
 import (
+	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
@@ -128,4 +132,32 @@ func (c Config) Paths() Paths {
 		CACert:          pki.CertPath(pkiDir, pki.CAName),
 		AdminKubeconfig: filepath.Join(c.DataDir, "admin.kubeconfig"),
 	}
+}
+
+// Validate checks the settings Run would otherwise discover only after starting etcd: the API server's
+// port (1-65535), the service and cluster CIDRs, the NodePort range ("first-last" within 1-65535, first
+// <= last) and the node CIDR mask size (longer than the cluster CIDR's, at most 30 for IPv4). Errors name
+// the flag. Zero values are taken as their defaults first (WithDefaults).
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if p := c.APIServer.Port; p < 1 || p > 65535 {
+		return fmt.Errorf("--secure-port: %d is not in 1-65535", p)
+	}
+	if _, _, err := net.ParseCIDR(c.APIServer.ServiceCIDR); err != nil {
+		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	_, cluster, err := net.ParseCIDR(c.Controllers.ClusterCIDR)
+	if err != nil {
+		return fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	if ones, bits := cluster.Mask.Size(); c.Controllers.NodeCIDRMaskSize <= ones || c.Controllers.NodeCIDRMaskSize > bits-2 {
+		return fmt.Errorf("--node-cidr-mask-size: %d must be longer than --cluster-cidr's /%d and at most /%d", c.Controllers.NodeCIDRMaskSize, ones, bits-2)
+	}
+	first, last, ok := strings.Cut(c.APIServer.NodePortRange, "-")
+	lo, err1 := strconv.Atoi(first)
+	hi, err2 := strconv.Atoi(last)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+		return fmt.Errorf("--service-node-port-range: %q is not first-last within 1-65535", c.APIServer.NodePortRange)
+	}
+	return nil
 }

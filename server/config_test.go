@@ -3,6 +3,7 @@ package server
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,32 @@ func TestPaths(t *testing.T) {
 		CACert: "/var/lib/nodekit/pki/ca.crt", AdminKubeconfig: "/var/lib/nodekit/admin.kubeconfig"}
 	if p != want {
 		t.Fatalf("Paths() = %+v, want %+v", p, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Config{DataDir: "/d"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.APIServer.Port = 70000 }, "--secure-port: 70000 is not in 1-65535"},
+		{func(c *Config) { c.APIServer.ServiceCIDR = "10.96.0.0/40" }, "--service-cluster-ip-range: invalid CIDR address: 10.96.0.0/40"},
+		{func(c *Config) { c.Controllers.ClusterCIDR = "10.244.0.0" }, "--cluster-cidr: invalid CIDR address"},
+		{func(c *Config) { c.Controllers.NodeCIDRMaskSize = 16 }, "--node-cidr-mask-size: 16 must be longer than --cluster-cidr's /16"},
+		{func(c *Config) { c.APIServer.NodePortRange = "32767-30000" }, `--service-node-port-range: "32767-30000"`},
+		{func(c *Config) { c.APIServer.NodePortRange = "30000" }, `--service-node-port-range: "30000"`},
+	} {
+		c := Config{DataDir: "/d"}
+		tc.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want %q", err, tc.want)
+		}
+		if err := Run(t.Context(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run() = %v, want %q before anything starts", err, tc.want)
+		}
 	}
 }

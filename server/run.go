@@ -25,6 +25,9 @@ func Run(ctx context.Context, c Config) error {
 	if c.DataDir == "" {
 		return errors.New("server: DataDir is required")
 	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	c = c.WithDefaults()
 	p := c.Paths()
 	ec := c.Etcd

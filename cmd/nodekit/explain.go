@@ -26,6 +26,13 @@ func init() {
 		Long: `explain reads the object, its events, its node, its EndpointSlices and (for failing containers) their
 log tails through the API server, prints them as one timeline and ends with a VERDICT naming the step
 where it is stuck and the most likely fix. It works against any conformant control plane.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("explain: name a kind and an object: pod NAME, node NAME or service NAME")
+			}
+			return fmt.Errorf("explain: unknown kind %q: want pod, node or service", args[0])
+		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, then <data-dir>/admin.kubeconfig)")
@@ -33,7 +40,13 @@ where it is stuck and the most likely fix. It works against any conformant contr
 	pf.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	for _, kind := range []string{"pod", "node", "service"} {
 		cmd.AddCommand(&cobra.Command{
-			Use: kind + " NAME", Short: "Explain a " + kind, Args: cobra.ExactArgs(1),
+			Use: kind + " NAME", Short: "Explain a " + kind,
+			Args: func(_ *cobra.Command, args []string) error {
+				if len(args) != 1 {
+					return fmt.Errorf("explain %s: want one %s name, got %d arguments", kind, kind, len(args))
+				}
+				return nil
+			},
 			RunE: func(c *cobra.Command, args []string) error { return f.run(c, kind, args[0]) },
 		})
 	}
