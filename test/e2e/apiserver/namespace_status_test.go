@@ -15,7 +15,8 @@ import (
 // TestNamespaceStatusKeepsMetadata: namespaces/status takes a patch's or update's metadata and status and
 // ignores its spec, as Kubernetes' namespace status strategy does (upstream's "apply changes to a
 // namespace status" conformance spec patches an annotation and a condition in one merge patch); a phase
-// that does not match deletionTimestamp is refused.
+// that does not match deletionTimestamp is refused, and a Terminating namespace is not removed by a
+// status or metadata write while spec.finalizers is not empty.
 func TestNamespaceStatusKeepsMetadata(t *testing.T) {
 	s := fw.Start(t, fw.Options{})
 	ctx := ctxT(t)
@@ -64,5 +65,23 @@ func TestNamespaceStatusKeepsMetadata(t *testing.T) {
 	_, err = nss.Patch(ctx, "st", types.MergePatchType, []byte(`{"status":{"phase":"Terminating"}}`), metav1.PatchOptions{}, "status")
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("phase Terminating without deletionTimestamp: got %v, want Invalid", err)
+	}
+
+	// a Terminating namespace (spec.finalizers not yet removed) survives status and metadata writes
+	if err := nss.Delete(ctx, "st", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nss.Patch(ctx, "st", types.MergePatchType, []byte(`{"status":{"conditions":[{"type":"NamespaceContentRemaining","status":"True"}]}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nss.Patch(ctx, "st", types.MergePatchType, []byte(`{"metadata":{"labels":{"after":"delete"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	term, err := nss.Get(ctx, "st", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("terminating namespace removed by an update: %v", err)
+	}
+	if term.Status.Phase != corev1.NamespaceTerminating || term.Labels["after"] != "delete" || len(term.Status.Conditions) != 1 {
+		t.Fatalf("terminating namespace: phase %s labels %v conditions %+v", term.Status.Phase, term.Labels, term.Status.Conditions)
 	}
 }

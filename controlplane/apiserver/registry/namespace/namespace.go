@@ -46,6 +46,12 @@ func newStore(getter generic.RESTOptionsGetter) (*store.REST, *store.StatusREST,
 	if err != nil {
 		return nil, nil, err
 	}
+	// A Terminating namespace without metadata.finalizers is removed by an update only once
+	// spec.finalizers is empty too (the generic store would remove it on any update, of its status
+	// or labels, before the namespace controller has emptied it).
+	main.ShouldDeleteDuringUpdate = func(_ context.Context, _ string, obj, _ runtime.Object) bool {
+		return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
+	}
 	return main, store.Subresource(main, &statusStrategy{store.StatusStrategy{Strategy: s, ValidateStatusFn: validateStatus}}), nil
 }
 
