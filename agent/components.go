@@ -45,6 +45,9 @@ func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
 		return nil, err
 	}
 	var opts []cri.Option
+	if d := kc.RuntimeRequestTimeout.Duration; d > 0 {
+		opts = append(opts, cri.WithTimeout(d)) // runtimeRequestTimeout (RunPodSandbox gets twice that)
+	}
 	if kc.ImageServiceEndpoint != "" {
 		opts = append(opts, cri.WithImageEndpoint(kc.ImageServiceEndpoint))
 	}

@@ -93,7 +93,12 @@ func (n *node) sandboxNetNS(id string) string {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	// containerd reports the sandbox's OCI spec; its network namespace entry names the netns path.
+	return netnsFromInfo(st.Info["info"])
+}
+
+// netnsFromInfo reads the network namespace path from containerd's verbose sandbox info (its OCI spec's
+// network namespace entry), "" when there is none.
+func netnsFromInfo(verbose string) string {
 	var info struct {
 		RuntimeSpec struct {
 			Linux struct {
@@ -101,7 +106,7 @@ func (n *node) sandboxNetNS(id string) string {
 			} `json:"linux"`
 		} `json:"runtimeSpec"`
 	}
-	_ = json.Unmarshal([]byte(st.Info["info"]), &info)
+	_ = json.Unmarshal([]byte(verbose), &info)
 	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
 		if ns.Type == "network" {
 			return ns.Path
@@ -230,23 +235,28 @@ func (n *node) leftovers(netns []string) []string {
 	return out
 }
 
-// TestOrphanedContainersRemoved: a sandbox and container made behind the kubelet's back with pod labels
-// of a pod the API does not have are stopped and removed (as the kubelet does with unknown pods).
+// TestOrphanedContainersRemoved: a sandbox and container made behind the kubelet's back (while it was
+// not running) with pod labels of a pod the API does not have are stopped and removed once it starts (as
+// the kubelet does with unknown pods).
 func TestOrphanedContainersRemoved(t *testing.T) {
-	n := newNode(t, false)
+	// The orphan is made before the kubelet starts (a running kubelet can remove a half-made one before
+	// its container exists), then the kubelet must find and remove it.
+	n := newNode(t, true)
 	orphan := n.rt.RunDemoPod(t, "orphan")
+	sandboxID, sb := orphan.SandboxID, orphan.Sandbox
+	n.start()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sbs, err := n.rt.CRI.Runtime().ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{
-			Filter: &runtimeapi.PodSandboxFilter{Id: orphan.SandboxID}})
+			Filter: &runtimeapi.PodSandboxFilter{Id: sandboxID}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sbs.Items) == 0 && len(n.podContainers(orphan.Sandbox.Metadata.Uid)) == 0 {
+		if len(sbs.Items) == 0 && len(n.podContainers(sb.Metadata.Uid)) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("orphaned sandbox %s still present after 30s", orphan.SandboxID)
+			t.Fatalf("orphaned sandbox %s still present after 30s", sandboxID)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

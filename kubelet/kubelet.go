@@ -6,7 +6,8 @@
 //   - pod workers (kubelet/podworkers): one goroutine per pod, updates serialized per pod;
 //   - runtime manager (kubelet/kuberuntime): computePodActions and the CRI calls that carry them out;
 //   - PLEG (kubelet/pleg): relist of CRI sandboxes/containers plus CRI container events;
-//   - status manager (kubelet/status): API status generation and writes, final deletion;
+//   - status manager (kubelet/status): API status generation and writes, reconciliation with the API's
+//     copy, final deletion;
 //   - volumes (kubelet/volumes): emptyDir, hostPath, configMap, secret, downwardAPI, projected;
 //   - the probe hook (ProbeManager in this package; kubelet/prober implements it, kubelet/prober/results
 //     holds the probe types and results).
@@ -65,6 +66,7 @@ type Kubelet struct {
 	pleg     *pleg.PLEG
 	workers  *podworkers.Workers
 	services corelisters.ServiceLister
+	apiPods  corelisters.PodLister // the node's pods as the API has them (mirror pods included)
 	running  chan struct{}
 
 	mu        sync.RWMutex
@@ -153,6 +155,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
 		}))
 	podInformer := podFactory.Core().V1().Pods().Informer()
+	k.apiPods = podFactory.Core().V1().Pods().Lister()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { k.podUpdated(nil, obj.(*v1.Pod)) },
 		UpdateFunc: func(oldObj, newObj any) {
@@ -178,6 +181,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.log.Info("kubelet pod sync started", "runtime", rm.RuntimeName(), "podLogsDir", k.cfg.PodLogsDir, "rootDir", k.cfg.RootDir)
 	go k.pleg.Run(ctx)
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); k.status.Run(ctx, status.ReconcilePeriod, k.apiPod) }()
+	defer func() { cancel(); <-statusDone }()
 	close(k.running)
 
 	housekeeping := time.NewTicker(k.cfg.HousekeepingPeriod)
@@ -295,6 +301,9 @@ func (k *Kubelet) podUpdated(old, pod *v1.Pod) {
 	k.mu.Unlock()
 	k.starts.seen(pod, time.Now())
 	if old != nil && old.UID == pod.UID && specEqual(old, pod) {
+		if !reflect.DeepEqual(old.Status, pod.Status) {
+			k.status.Notify(pod.UID) // someone else may have written it
+		}
 		return
 	}
 	k.starts.updated(pod.UID)

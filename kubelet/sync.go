@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -28,6 +29,10 @@ func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool
 	if !ok {
 		old = pod.Status
 	}
+	if api := k.apiPod(pod.UID); api != nil {
+		// Conditions others own (readiness gates, DisruptionTarget, ...) as the API has them now.
+		old.Conditions = status.MergeConditions(old.Conditions, api.Status.Conditions)
+	}
 	s := status.Generate(status.Input{
 		Pod: pod, Old: old, Runtime: rs, HostIPs: k.hostIPs(ctx), Terminal: terminal, Now: time.Now(),
 		Waiting: func(name string) (kuberuntime.Waiting, bool) { return k.runtime.WaitingReason(pod.UID, name) },
@@ -38,10 +43,31 @@ func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool
 
 // setStatus writes the status of a desired pod (orphans have no API object to write to).
 func (k *Kubelet) setStatus(ctx context.Context, pod *v1.Pod, s v1.PodStatus) error {
-	if k.desiredPod(pod.UID) == nil {
+	desired := k.desiredPod(pod.UID)
+	if desired == nil {
 		return nil
 	}
-	return k.status.SetPodStatus(ctx, pod, s)
+	return k.status.SetPodStatus(ctx, desired, s)
+}
+
+// apiPod returns the API's copy of the desired pod uid as the pod watch last delivered it (a static
+// pod's mirror pod), or nil when there is none.
+func (k *Kubelet) apiPod(uid types.UID) *v1.Pod {
+	p := k.desiredPod(uid)
+	if p == nil {
+		return nil
+	}
+	if !status.IsStatic(p) {
+		return p
+	}
+	if k.apiPods == nil {
+		return nil
+	}
+	mirror, err := k.apiPods.Pods(p.Namespace).Get(p.Name)
+	if err != nil || mirror.Annotations[status.ConfigMirrorAnnotation] == "" {
+		return nil
+	}
+	return mirror
 }
 
 // SyncPod is the pod worker's sync step: set up volumes, converge containers through the runtime

@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, Deployment, DaemonSet, Job, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer and root CA publisher controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -18,9 +18,11 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
+	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
+	"github.com/nodekit/nodekit/controlplane/controllers/job"
 	"github.com/nodekit/nodekit/controlplane/controllers/namespace"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
@@ -45,11 +47,13 @@ const (
 	TokenCleaner     = "tokencleaner"
 	BootstrapSigner  = "bootstrapsigner"
 	RootCAPublisher  = "root-ca-cert-publisher"
+	DaemonSet        = "daemonset"
+	Job              = "job"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -176,6 +180,10 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = bootstraptoken.NewCleaner(client, opts.ResyncPeriod, log)
 		case BootstrapSigner:
 			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
+		case DaemonSet:
+			r, err = daemonset.New(client, factory, log)
+		case Job:
+			r, err = job.New(client, factory, nil, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -40,7 +40,7 @@ var Supported = []string{
 	"clusterDNS", "clusterDomain",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
-	"containerRuntimeEndpoint", "imageServiceEndpoint",
+	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
@@ -61,6 +61,7 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		NodeLeaseDurationSeconds:  40,
 		MaxPods:                   110,
 		CgroupDriver:              "cgroupfs",
+		RuntimeRequestTimeout:     metav1.Duration{Duration: 2 * time.Minute},
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},
@@ -125,7 +126,8 @@ func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, []string, error)
 	return cfg, ignored, nil
 }
 
-// Validate checks the supported fields: port 1-65535, positive frequencies and lease duration, maxPods
+// Validate checks the supported fields: port 1-65535, positive frequencies, lease duration and
+// runtimeRequestTimeout, maxPods
 // > 0, cgroupDriver cgroupfs or systemd, well-formed taints, anonymous and webhook authentication off.
 // The error names the field.
 func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
@@ -142,6 +144,8 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		return fmt.Errorf("nodeStatusReportFrequency: %v must not be shorter than nodeStatusUpdateFrequency (%v)", c.NodeStatusReportFrequency.Duration, c.NodeStatusUpdateFrequency.Duration)
 	case c.NodeLeaseDurationSeconds <= 0:
 		return fmt.Errorf("nodeLeaseDurationSeconds: %d must be positive", c.NodeLeaseDurationSeconds)
+	case c.RuntimeRequestTimeout.Duration <= 0:
+		return fmt.Errorf("runtimeRequestTimeout: %v must be positive", c.RuntimeRequestTimeout.Duration)
 	case c.MaxPods <= 0:
 		return fmt.Errorf("maxPods: %d must be positive", c.MaxPods)
 	case c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd":

@@ -22,6 +22,7 @@ clusterDomain: cluster.local
 nodeStatusUpdateFrequency: 2s
 nodeLeaseDurationSeconds: 8
 maxPods: 50
+runtimeRequestTimeout: 3m
 registerWithTaints:
 - key: dedicated
   value: infra
@@ -49,11 +50,13 @@ func TestDecode(t *testing.T) {
 	}
 	if cfg.Address != "127.0.0.1" || cfg.Port != 11250 || cfg.MaxPods != 50 || cfg.NodeLeaseDurationSeconds != 8 ||
 		cfg.NodeStatusUpdateFrequency.Duration != 2*time.Second || cfg.ClusterDomain != "cluster.local" ||
-		!reflect.DeepEqual(cfg.ClusterDNS, []string{"10.96.0.10"}) || cfg.Authentication.X509.ClientCAFile != "/etc/ca.crt" {
+		!reflect.DeepEqual(cfg.ClusterDNS, []string{"10.96.0.10"}) || cfg.Authentication.X509.ClientCAFile != "/etc/ca.crt" ||
+		cfg.RuntimeRequestTimeout.Duration != 3*time.Minute {
 		t.Errorf("decoded %+v", cfg)
 	}
 	// Defaults survive for fields the file does not set.
-	if cfg.SyncFrequency.Duration != time.Minute || cfg.NodeStatusReportFrequency.Duration != 5*time.Minute || cfg.PodLogsDir != "/var/log/pods" {
+	if cfg.SyncFrequency.Duration != time.Minute || cfg.NodeStatusReportFrequency.Duration != 5*time.Minute || cfg.PodLogsDir != "/var/log/pods" ||
+		Default().RuntimeRequestTimeout.Duration != 2*time.Minute {
 		t.Errorf("defaults lost: sync=%v report=%v logs=%q", cfg.SyncFrequency, cfg.NodeStatusReportFrequency, cfg.PodLogsDir)
 	}
 	want := []v1.Taint{{Key: "dedicated", Value: "infra", Effect: v1.TaintEffectNoSchedule}}
@@ -73,6 +76,7 @@ func TestDecodeErrors(t *testing.T) {
 		{head + "port: http\n", "port"},
 		{head + "port: 70000\n", "port: 70000 is not in 1-65535"},
 		{head + "cgroupDriver: foo\n", `cgroupDriver: "foo"`},
+		{head + "runtimeRequestTimeout: 0s\n", "runtimeRequestTimeout: 0s must be positive"},
 		{head + "registerWithTaints: [{key: a, effect: Sometimes}]\n", `registerWithTaints[0]: effect "Sometimes"`},
 		{head + "authentication: {anonymous: {enabled: true}}\n", "authentication.anonymous.enabled"},
 		{head + "authentication: {webhook: {enabled: true}}\n", "authentication.webhook.enabled: not supported"},

@@ -117,6 +117,13 @@ func hasAppContainerStatus(pod *v1.Pod, s *PodStatus) bool {
 func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy UnhealthyFunc) podActions {
 	a := podActions{ContainersToKill: map[string]killInfo{}}
 	ready := s.ReadySandbox()
+	if n := readySandboxes(s); n > 1 {
+		// As upstream: several ready sandboxes (one whose creation was given up on, then finished, or
+		// one made behind the kubelet's back) are reconciled by killing the pod and starting afresh.
+		m.log.Info("several ready sandboxes for the pod, killing them and creating one", "pod", pod.Namespace+"/"+pod.Name,
+			"podUID", pod.UID, "readySandboxes", n)
+		ready = nil
+	}
 	if ready != nil {
 		hostNet := ready.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 		if hostNet != pod.Spec.HostNetwork {
@@ -130,9 +137,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy Unhealt
 		}
 		a.KillPod = len(s.SandboxStatuses) > 0 || len(s.ContainerStatuses) > 0
 		a.CreateSandbox = true
-		if len(s.SandboxStatuses) > 0 {
-			a.Attempt = s.SandboxStatuses[0].GetMetadata().GetAttempt() + 1
-		}
+		a.Attempt = s.NextAttempt()
 		if len(pod.Spec.InitContainers) > 0 {
 			a.InitToStart = []int{0}
 		} else {
@@ -244,6 +249,42 @@ initLoop:
 	return a
 }
 
+// removeDeadSandboxes removes the pod's sandboxes that were not ready in s and hold no container (a
+// failed RunPodSandbox leaves one behind, with its network namespace when the network could not be torn
+// down either), so failed attempts do not pile up. A sandbox the runtime cannot stop or remove yet
+// (e.g. its CNI plugin is still missing) stays for the next attempt or garbage collection.
+func (m *Manager) removeDeadSandboxes(ctx context.Context, pod *v1.Pod, s *PodStatus) {
+	used := map[string]bool{}
+	for _, c := range s.ContainerStatuses {
+		used[c.SandboxID] = true
+	}
+	for _, sb := range s.SandboxStatuses {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY || used[sb.Id] {
+			continue
+		}
+		err := m.stopSandbox(ctx, sb.Id)
+		if err == nil {
+			err = m.removeSandbox(ctx, sb.Id)
+		}
+		if err != nil {
+			m.log.Debug("dead sandbox not removed yet", "pod", pod.Namespace+"/"+pod.Name, "sandboxID", sb.Id, "err", err)
+			continue
+		}
+		m.log.Info("dead sandbox removed", "pod", pod.Namespace+"/"+pod.Name, "sandboxID", sb.Id, "attempt", sb.GetMetadata().GetAttempt())
+	}
+}
+
+// readySandboxes counts the pod's sandboxes in state SANDBOX_READY.
+func readySandboxes(s *PodStatus) int {
+	n := 0
+	for _, sb := range s.SandboxStatuses {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			n++
+		}
+	}
+	return n
+}
+
 // SyncResult is the outcome of SyncPod. Err joins every failure (with the container's Waiting reason);
 // RequeueAfter, when set, is when a back-off ends.
 type SyncResult struct {
@@ -275,6 +316,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		if !a.CreateSandbox {
 			return SyncResult{Changed: true}
 		}
+	}
+	if a.CreateSandbox {
+		m.removeDeadSandboxes(ctx, pod, s)
 	}
 	for id, k := range a.ContainersToKill {
 		if err := m.killContainer(ctx, pod, k.container, id, k.name, k.grace, k.message, podIPs); err != nil {

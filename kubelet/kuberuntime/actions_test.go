@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"reflect"
@@ -42,7 +43,7 @@ var (
 func noUnhealthy(string) (FailedProbe, bool) { return "", false }
 
 func TestComputePodActions(t *testing.T) {
-	m := &Manager{}
+	m := &Manager{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	always := v1.ContainerRestartPolicyAlways
 	initPod := func(policy v1.RestartPolicy) *v1.Pod {
 		return testPod(policy, []v1.Container{{Name: "i1", Image: "img"}, {Name: "side", Image: "img", RestartPolicy: &always}, {Name: "i2", Image: "img"}}, "app")
@@ -70,6 +71,20 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", exited, 1, 0)}}
 			},
 			podActions{KillPod: true}},
+		{"two ready sandboxes: kill, one new sandbox past both", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				extra := readySandbox(1)
+				extra.Id = "sb-extra"
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{extra, readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 2, ContainersToStart: []int{0}}},
+		{"failed sandboxes listed without a creation time: the attempt goes past all", testPod(v1.RestartPolicyAlways, nil, "a"),
+			func(p *v1.Pod) *PodStatus {
+				newest, failed := readySandbox(1), readySandbox(3)
+				newest.State, failed.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{newest, failed}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 4, ContainersToStart: []int{0}}},
 		{"running and unchanged: nothing", testPod(v1.RestartPolicyAlways, nil, "a"),
 			func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", running, 0, 0)}}
@@ -267,5 +282,95 @@ func TestPullAuths(t *testing.T) {
 	}
 	if got := pullAuths("busybox", []v1.Secret{secret}); len(got) != 1 || got[0] != nil {
 		t.Errorf("docker.io image got %+v", got)
+	}
+}
+
+// sandboxRecorder is a CRI runtime that records container and sandbox stops and sandbox creations;
+// RunPodSandbox fails after recording (the test ends there). Other calls are not expected.
+type sandboxRecorder struct {
+	runtimeapi.RuntimeServiceClient
+	stoppedContainers, stoppedSandboxes, removedSandboxes []string
+	runAttempts                                           []uint32
+}
+
+func (r *sandboxRecorder) RemovePodSandbox(_ context.Context, in *runtimeapi.RemovePodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.RemovePodSandboxResponse, error) {
+	r.removedSandboxes = append(r.removedSandboxes, in.PodSandboxId)
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+func (r *sandboxRecorder) StopContainer(_ context.Context, in *runtimeapi.StopContainerRequest, _ ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	r.stoppedContainers = append(r.stoppedContainers, in.ContainerId)
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (r *sandboxRecorder) StopPodSandbox(_ context.Context, in *runtimeapi.StopPodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.StopPodSandboxResponse, error) {
+	r.stoppedSandboxes = append(r.stoppedSandboxes, in.PodSandboxId)
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+func (r *sandboxRecorder) RunPodSandbox(_ context.Context, in *runtimeapi.RunPodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+	r.runAttempts = append(r.runAttempts, in.GetConfig().GetMetadata().GetAttempt())
+	return nil, errors.New("fake runtime: no sandboxes made here")
+}
+
+type dnsHelper struct{ RuntimeHelper }
+
+func (dnsHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
+	return &runtimeapi.DNSConfig{}, nil
+}
+
+// TestSyncPodKillsExtraReadySandbox: a pod with two ready sandboxes has its container and both
+// sandboxes stopped, with upstream's SandboxChanged event, and one sandbox created with the attempt
+// after the newest.
+func TestSyncPodKillsExtraReadySandbox(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Name, pod.Namespace = "p", "default"
+	extra := readySandbox(3)
+	extra.Id = "sb-extra"
+	st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{extra, readySandbox(2)},
+		ContainerStatuses: []*ContainerStatus{ctr(pod, "app", running, 0, 0)}}
+	rt := &sandboxRecorder{}
+	rec := record.NewFakeRecorder(10)
+	m := &Manager{opts: Options{Runtime: rt, Recorder: rec, Helper: dnsHelper{}, PodLogsDir: t.TempDir()},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res := m.SyncPod(context.Background(), pod, st, nil)
+	if res.Err == nil {
+		t.Fatal("SyncPod: no error from the failing RunPodSandbox")
+	}
+	if !reflect.DeepEqual(rt.stoppedContainers, []string{st.ContainerStatuses[0].ID}) {
+		t.Errorf("stopped containers %v, want the running one", rt.stoppedContainers)
+	}
+	if !reflect.DeepEqual(rt.stoppedSandboxes, []string{"sb-extra", "sb"}) {
+		t.Errorf("stopped sandboxes %v, want both ready ones", rt.stoppedSandboxes)
+	}
+	if !reflect.DeepEqual(rt.runAttempts, []uint32{4}) {
+		t.Errorf("RunPodSandbox attempts %v, want one with attempt 4", rt.runAttempts)
+	}
+	if ev := <-rec.Events; ev != "Normal SandboxChanged Pod sandbox changed, it will be killed and re-created." {
+		t.Errorf("first event %q", ev)
+	}
+}
+
+// TestSyncPodRemovesFailedSandboxes: before a new sandbox is created, the pod's dead sandboxes that hold
+// no container (failed RunPodSandbox attempts) are stopped and removed; one holding the last instance
+// of a container stays (for its status and logs); the new attempt goes past all of them.
+func TestSyncPodRemovesFailedSandboxes(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Name, pod.Namespace = "p", "default"
+	old, failed := readySandbox(1), readySandbox(5)
+	old.Id, failed.Id = "old", "failed"
+	old.State, failed.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	dead := ctr(pod, "app", exited, 1, 0)
+	dead.SandboxID = "old"
+	st := &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{old, failed}, ContainerStatuses: []*ContainerStatus{dead}}
+	rt := &sandboxRecorder{}
+	m := &Manager{opts: Options{Runtime: rt, Recorder: record.NewFakeRecorder(10), Helper: dnsHelper{}, PodLogsDir: t.TempDir()},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	m.SyncPod(context.Background(), pod, st, nil)
+	if !reflect.DeepEqual(rt.stoppedSandboxes, []string{"failed"}) || !reflect.DeepEqual(rt.removedSandboxes, []string{"failed"}) {
+		t.Errorf("stopped %v, removed %v; want the failed sandbox only", rt.stoppedSandboxes, rt.removedSandboxes)
+	}
+	if !reflect.DeepEqual(rt.runAttempts, []uint32{6}) {
+		t.Errorf("RunPodSandbox attempts %v, want 6", rt.runAttempts)
 	}
 }

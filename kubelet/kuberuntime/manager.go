@@ -168,7 +168,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			}
 			return nil, fmt.Errorf("ContainerStatus %s: %w", c.Id, err)
 		}
-		st.ContainerStatuses = append(st.ContainerStatuses, m.toContainerStatus(s.Status))
+		cs := m.toContainerStatus(s.Status)
+		cs.SandboxID = c.PodSandboxId
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	sort.SliceStable(st.ContainerStatuses, func(i, j int) bool {
 		return st.ContainerStatuses[i].CreatedAt.After(st.ContainerStatuses[j].CreatedAt)

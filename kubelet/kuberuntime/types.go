@@ -22,12 +22,14 @@ type PodStatus struct {
 type ContainerStatus struct {
 	// ID is the CRI container ID; Runtime the runtime name for "<runtime>://<id>" references.
 	ID, Runtime string
-	Name        string
-	State       runtimeapi.ContainerState
-	CreatedAt   time.Time
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	ExitCode    int32
+	// SandboxID is the CRI ID of the sandbox the container belongs to.
+	SandboxID  string
+	Name       string
+	State      runtimeapi.ContainerState
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
 	// Image is the image as specified; ImageRef the resolved image ID; ImageID the digest reference.
 	Image, ImageRef string
 	Hash            string
@@ -66,6 +68,17 @@ func (s *PodStatus) ReadySandbox() *runtimeapi.PodSandboxStatus {
 		return s.SandboxStatuses[0]
 	}
 	return nil
+}
+
+// NextAttempt is the sandbox attempt after every sandbox of the pod (0 for the first): the runtime
+// reserves each <name>_<namespace>_<uid>_<attempt> until that sandbox is removed, and a failed sandbox
+// may be listed without a creation time, so the newest one does not tell.
+func (s *PodStatus) NextAttempt() uint32 {
+	var next uint32
+	for _, sb := range s.SandboxStatuses {
+		next = max(next, sb.GetMetadata().GetAttempt()+1)
+	}
+	return next
 }
 
 // RunningPod is a pod the runtime has, named by its CRI labels (used for orphans and clean-up).

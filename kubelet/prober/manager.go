@@ -139,14 +139,16 @@ func probed(pod *v1.Pod) []*v1.Container {
 	return out
 }
 
-// AddPod starts a worker for each probe of the pod's containers (idempotent).
+// AddPod starts a worker for each probe of the pod's containers (idempotent). A pod new to the
+// manager takes its containers' startup and readiness results from pod.Status (see seed).
 func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
-	if _, ok := m.pods[pod.UID]; !ok {
+	_, known := m.pods[pod.UID]
+	if !known {
 		m.pods[pod.UID] = &podState{pod: pod, containers: map[string]containerState{}}
 	}
 	for _, c := range probed(pod) {
@@ -162,6 +164,9 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 				continue
 			}
 			w := newWorker(m, key, pod, c, p.spec)
+			if !known {
+				m.seedLocked(pod, c, w)
+			}
 			m.workers[key] = w
 			m.wg.Add(1)
 			go w.run()
@@ -185,6 +190,31 @@ func (m *Manager) RemovePod(pod *v1.Pod) {
 			m.forgetLocked(c.id)
 		}
 		delete(m.pods, pod.UID)
+	}
+}
+
+// seedLocked carries the probe results of a restarted kubelet over to the new worker w of container c:
+// a running container instance whose status in pod.Status (written by the kubelet before, same
+// container ID) says Started, or Ready, keeps that startup, or readiness, Success until its probe decides
+// otherwise, so a restart does not turn ready pods not ready while their first probes run. A container
+// that was not started (still in its startup period) or not ready gets no result: it stays unstarted, or
+// not ready, until its probe succeeds. It runs before w does.
+func (m *Manager) seedLocked(pod *v1.Pod, c *v1.Container, w *worker) {
+	for _, list := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.Name != c.Name || cs.ContainerID == "" || cs.State.Running == nil || cs.Started == nil || !*cs.Started {
+				continue
+			}
+			if w.key.probe == results.Liveness || (w.key.probe == results.Readiness && !cs.Ready) ||
+				!m.results.Seed(cs.ContainerID, w.key.probe, results.Success) {
+				return
+			}
+			// The worker owns the seeded result: a new container instance replaces it.
+			w.containerID = cs.ContainerID
+			m.log.Info("probe result kept from the pod status", "pod", w.podName, "podUID", pod.UID,
+				"container", cs.Name, "probe", w.key.probe, "containerID", cs.ContainerID)
+			return
+		}
 	}
 }
 

@@ -489,3 +489,57 @@ func waitGoroutines(t *testing.T, base int) {
 		t.Fatalf("%d goroutines, %d before: leak\n%s", n, base, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestAddPodSeedsFromStatus: a pod added with the status the kubelet wrote before a restart keeps the
+// readiness and startup of its running container instances without waiting for a probe and without
+// announcing a change; a container that had not started stays unstarted and not ready; a new container
+// instance gets nothing from the old one's status.
+func TestAddPodSeedsFromStatus(t *testing.T) {
+	run := newFakeRunner()
+	run.block = make(chan struct{}) // no probe decides anything during the test
+	m := New(Options{Runner: run})
+	defer m.Close()
+	yes, no := true, false
+
+	was := testPod(probe(1, 1, 1), probe(1, 1, 1), probe(1, 1, 1))
+	was.Status = *runningStatus("containerd://a", time.Now())
+	was.Status.ContainerStatuses[0].Started, was.Status.ContainerStatuses[0].Ready = &yes, true
+	m.AddPod(was)
+	s := runningStatus("containerd://a", time.Now())
+	m.UpdatePodStatus(was, s)
+	if cs := s.ContainerStatuses[0]; !*cs.Started || !cs.Ready {
+		t.Fatalf("ready, started container after a restart: started=%v ready=%v, want both kept", *cs.Started, cs.Ready)
+	}
+
+	starting := testPod(nil, probe(1, 1, 1), probe(1, 1, 1))
+	starting.Status = *runningStatus("containerd://s", time.Now())
+	starting.Status.ContainerStatuses[0].Started = &no
+	m.AddPod(starting)
+	s = runningStatus("containerd://s", time.Now())
+	m.UpdatePodStatus(starting, s)
+	if cs := s.ContainerStatuses[0]; *cs.Started || cs.Ready {
+		t.Fatalf("container in its startup period after a restart: started=%v ready=%v, want neither", *cs.Started, cs.Ready)
+	}
+
+	unready := testPod(nil, probe(1, 1, 1), nil)
+	unready.Status = *runningStatus("containerd://u", time.Now())
+	unready.Status.ContainerStatuses[0].Started = &yes
+	m.AddPod(unready)
+	s = runningStatus("containerd://u", time.Now())
+	m.UpdatePodStatus(unready, s)
+	if cs := s.ContainerStatuses[0]; !*cs.Started || cs.Ready {
+		t.Fatalf("not-ready container after a restart: started=%v ready=%v, want started, not ready", *cs.Started, cs.Ready)
+	}
+
+	// Another instance of the ready container (restarted meanwhile) is probed afresh.
+	s = runningStatus("containerd://b", time.Now())
+	m.UpdatePodStatus(was, s)
+	if cs := s.ContainerStatuses[0]; *cs.Started || cs.Ready {
+		t.Fatalf("new instance took the old one's results: started=%v ready=%v", *cs.Started, cs.Ready)
+	}
+	select {
+	case u := <-m.Results():
+		t.Fatalf("seeding announced %+v", u)
+	default:
+	}
+}

@@ -1,7 +1,9 @@
 // Package status is the kubelet's status manager: it computes a pod's API status from its runtime
 // state (Generate) and writes it through the pods/status subresource only when it changed; for a
 // deleted pod whose containers have all stopped it completes the deletion (delete with grace period 0
-// and a UID precondition), as upstream's status manager does.
+// and a UID precondition), as upstream's status manager does. Run reconciles the API's copy of each pod
+// status with what the kubelet knows (every ReconcilePeriod and on watch updates) and writes it again
+// when someone else overwrote it.
 package status
 
 import (
@@ -31,18 +33,39 @@ func IsStatic(pod *v1.Pod) bool {
 	return s != "" && s != "api"
 }
 
-// Manager caches the last status of every pod and writes changes to the API.
+// Manager caches the last status of every pod, writes changes to the API and (Run) reconciles the
+// API's copy with the cache: a status someone else overwrote (e.g. the node lifecycle controller's
+// Ready=False while the node was silent) is written again.
 type Manager struct {
 	client kubernetes.Interface
 	log    *slog.Logger
 
 	mu       sync.Mutex
 	statuses map[types.UID]v1.PodStatus
+	// locks serialize the writes of each pod, so that a reconcile never lands an older status after a
+	// newer one.
+	locks   map[types.UID]*sync.Mutex
+	pending map[types.UID]bool // pods to reconcile now (Notify)
+	wake    chan struct{}
 }
 
 // NewManager returns a status manager writing through client.
 func NewManager(client kubernetes.Interface, log *slog.Logger) *Manager {
-	return &Manager{client: client, log: log, statuses: map[types.UID]v1.PodStatus{}}
+	return &Manager{client: client, log: log, statuses: map[types.UID]v1.PodStatus{},
+		locks: map[types.UID]*sync.Mutex{}, pending: map[types.UID]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// lockPod takes the pod's write lock and returns its release.
+func (m *Manager) lockPod(uid types.UID) func() {
+	m.mu.Lock()
+	l := m.locks[uid]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[uid] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // GetPodStatus returns the last status set for the pod.
@@ -58,6 +81,8 @@ func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.statuses, uid)
+	delete(m.locks, uid)
+	delete(m.pending, uid)
 }
 
 func equal(a, b *v1.PodStatus) bool {
@@ -72,38 +97,51 @@ func equal(a, b *v1.PodStatus) bool {
 // pod replaced by another of the same name is never written). A pod gone from the API is not written.
 // Static pods write to their mirror pod when one exists.
 func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
+	defer m.lockPod(pod.UID)()
+	return m.set(ctx, pod, status)
+}
+
+// set is SetPodStatus with the pod's write lock held.
+func (m *Manager) set(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
 	m.mu.Lock()
 	last, cached := m.statuses[pod.UID]
 	m.statuses[pod.UID] = *status.DeepCopy()
 	m.mu.Unlock()
-	if (cached && equal(&last, &status)) || (!cached && equal(&pod.Status, &status)) {
+	if (cached && equal(&last, &status)) || (!cached && len(differs(&pod.Status, &status)) == 0) {
 		return nil
 	}
-	uid := pod.UID
+	target := pod
 	if IsStatic(pod) {
 		mirror, err := m.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil || mirror.Annotations[ConfigMirrorAnnotation] == "" {
 			return nil
 		}
-		uid = mirror.UID
+		target = mirror
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid}, "status": status})
+	return m.write(ctx, pod.UID, target, status)
+}
+
+// write patches status onto target, the API object (a static pod's mirror pod), keeping the conditions
+// that others own as target has them. On an error the cached status of uid is forgotten, so that the
+// next sync writes again.
+func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, status v1.PodStatus) error {
+	status.Conditions = MergeConditions(status.Conditions, target.Status.Conditions)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": target.UID}, "status": status})
 	if err != nil {
 		return err
 	}
-	_, err = m.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = m.client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone, or replaced by a pod with another UID: nothing of ours to write.
 		return nil
 	}
 	if err != nil {
-		// Forget the cache so the next sync tries again.
 		m.mu.Lock()
-		delete(m.statuses, pod.UID)
+		delete(m.statuses, uid)
 		m.mu.Unlock()
-		return fmt.Errorf("patch status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fmt.Errorf("patch status of pod %s/%s: %w", target.Namespace, target.Name, err)
 	}
-	m.log.Debug("pod status written", "pod", pod.Namespace+"/"+pod.Name, "phase", status.Phase)
+	m.log.Debug("pod status written", "pod", target.Namespace+"/"+target.Name, "phase", status.Phase)
 	return nil
 }
 
@@ -112,6 +150,7 @@ func (m *Manager) SetPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodSt
 // upstream's status manager does, this lets a readiness change reach the API while the pod worker is
 // busy (e.g. waiting out a terminating pod's grace period). Unknown pods or containers are ignored.
 func (m *Manager) SetContainerReadiness(ctx context.Context, pod *v1.Pod, containerID string, ready bool) error {
+	defer m.lockPod(pod.UID)()
 	m.mu.Lock()
 	last, ok := m.statuses[pod.UID]
 	m.mu.Unlock()
@@ -139,7 +178,7 @@ func (m *Manager) SetContainerReadiness(ctx context.Context, pod *v1.Pod, contai
 			}
 		}
 	}
-	return m.SetPodStatus(ctx, pod, s)
+	return m.set(ctx, pod, s)
 }
 
 // FinishDeletion deletes the API object of a pod whose containers have all stopped (grace period 0,

@@ -22,12 +22,13 @@ import (
 )
 
 const (
-	// DefaultTimeout bounds every unary CRI call whose context has no deadline, except image pulls and
-	// ExecSync. It matches the kubelet's default --runtime-request-timeout order of magnitude for
-	// non-pull calls.
-	DefaultTimeout = 10 * time.Second
-	// DefaultPullTimeout bounds ImageService.PullImage calls whose context has no deadline.
-	DefaultPullTimeout = 2 * time.Minute
+	// DefaultTimeout bounds every unary CRI call whose context has no deadline, except those callTimeout
+	// names: upstream's kubelet default --runtime-request-timeout (runtimeRequestTimeout, 2 min).
+	DefaultTimeout = 2 * time.Minute
+	// DefaultPullTimeout bounds ImageService.PullImage calls whose context has no deadline: none (0), as
+	// upstream's kubelet, whose pulls run until the caller cancels them (a large image on a slow
+	// registry takes what it takes).
+	DefaultPullTimeout time.Duration = 0
 	// APIVersion is the CRI API version nodekit speaks; Version answers must report it.
 	APIVersion = "v1"
 	// maxMsgSize is the largest CRI message accepted, as in the kubelet's remote runtime client (16 MiB):
@@ -60,9 +61,11 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Options tune a Client. The zero value is not useful; Dial starts from defaults and applies Option funcs.
 type Options struct {
-	// Timeout bounds unary calls without a context deadline (DefaultTimeout). Zero or negative disables it.
+	// Timeout bounds unary calls without a context deadline (DefaultTimeout; RunPodSandbox gets twice
+	// that, StopContainer that plus its grace period, ExecSync that plus its command timeout). Zero or
+	// negative disables it.
 	Timeout time.Duration
-	// PullTimeout bounds PullImage calls without a context deadline (DefaultPullTimeout).
+	// PullTimeout bounds PullImage calls without a context deadline (DefaultPullTimeout; zero: none).
 	PullTimeout time.Duration
 	// ImageEndpoint, when set, serves the ImageService on its own socket (crictl's
 	// IMAGE_SERVICE_ENDPOINT); by default both services share the runtime endpoint.

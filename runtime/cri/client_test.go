@@ -172,18 +172,39 @@ func TestTimeoutsAndCgroupDriverFallback(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
-	c := &Client{opts: Options{Timeout: 10 * time.Second, PullTimeout: 2 * time.Minute}}
+	c := &Client{opts: Options{Timeout: DefaultTimeout, PullTimeout: DefaultPullTimeout}}
 	for _, tc := range []struct {
 		req  any
 		want time.Duration
 	}{
-		{&runtimeapi.PullImageRequest{}, 2 * time.Minute},
-		{&runtimeapi.ExecSyncRequest{Timeout: 5}, 15 * time.Second},
+		{&runtimeapi.PullImageRequest{}, 0},
+		{&runtimeapi.ExecSyncRequest{Timeout: 5}, 2*time.Minute + 5*time.Second},
 		{&runtimeapi.ExecSyncRequest{}, 0},
-		{&runtimeapi.ListPodSandboxRequest{}, 10 * time.Second},
+		{&runtimeapi.RunPodSandboxRequest{}, 4 * time.Minute},
+		{&runtimeapi.StopContainerRequest{Timeout: 30}, 2*time.Minute + 30*time.Second},
+		{&runtimeapi.ExecRequest{}, 2 * time.Minute},
+		{&runtimeapi.ListPodSandboxRequest{}, 2 * time.Minute},
 	} {
 		if got := c.callTimeout(tc.req); got != tc.want {
 			t.Errorf("callTimeout(%T) = %v, want %v", tc.req, got, tc.want)
+		}
+	}
+	// A configured request timeout scales them all; a pull timeout applies to pulls only.
+	c.opts = Options{Timeout: 10 * time.Second, PullTimeout: time.Minute}
+	if got := c.callTimeout(&runtimeapi.RunPodSandboxRequest{}); got != 20*time.Second {
+		t.Errorf("RunPodSandbox with a 10s request timeout: %v, want 20s", got)
+	}
+	if got := c.callTimeout(&runtimeapi.PullImageRequest{}); got != time.Minute {
+		t.Errorf("PullImage with a 1m pull timeout: %v", got)
+	}
+	// No request timeout: no deadline (ExecSync keeps its command's).
+	c.opts = Options{}
+	if got := c.callTimeout(&runtimeapi.ExecSyncRequest{Timeout: 3}); got != 3*time.Second {
+		t.Errorf("ExecSync of 3s without a request timeout = %v, want 3s", got)
+	}
+	for _, req := range []any{&runtimeapi.RunPodSandboxRequest{}, &runtimeapi.StopContainerRequest{Timeout: 3}, &runtimeapi.ListContainersRequest{}} {
+		if got := c.callTimeout(req); got != 0 {
+			t.Errorf("callTimeout(%T) without a request timeout = %v, want none", req, got)
 		}
 	}
 }

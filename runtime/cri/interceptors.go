@@ -12,13 +12,17 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// callTimeout returns the default deadline for one unary CRI call, or 0 for none:
-//   - PullImage: the pull timeout;
-//   - ExecSync with a command timeout of N seconds: N seconds plus the default timeout (the runtime
-//     enforces N itself; the margin lets its answer arrive), and no deadline when N is 0 (the CRI
-//     meaning of "no timeout");
-//   - every other call: the default timeout.
+// callTimeout returns the default deadline for one unary CRI call, or 0 for none, as upstream's remote
+// runtime client (k8s.io/cri-client) sets them from the runtime request timeout T:
+//   - RunPodSandbox: 2×T (network setup on a loaded node can take long, and a sandbox given up on while
+//     the runtime still creates it is a sandbox created twice);
+//   - StopContainer with a grace period of N seconds: N seconds plus T;
+//   - ExecSync with a command timeout of N seconds: N seconds plus T (the runtime enforces N itself; the
+//     margin lets its answer arrive), and no deadline when N is 0 (the CRI meaning of "no timeout");
+//   - PullImage: the pull timeout (default none);
+//   - every other call, Exec/Attach/PortForward (which only hand out a streaming URL) included: T.
 func (c *Client) callTimeout(req any) time.Duration {
+	t := c.opts.Timeout
 	switch r := req.(type) {
 	case *runtimeapi.PullImageRequest:
 		return c.opts.PullTimeout
@@ -26,9 +30,16 @@ func (c *Client) callTimeout(req any) time.Duration {
 		if r.GetTimeout() <= 0 {
 			return 0
 		}
-		return time.Duration(r.GetTimeout())*time.Second + c.opts.Timeout
+		return time.Duration(r.GetTimeout())*time.Second + max(t, 0)
+	case *runtimeapi.RunPodSandboxRequest:
+		return 2 * t
+	case *runtimeapi.StopContainerRequest:
+		if t <= 0 {
+			return 0
+		}
+		return time.Duration(max(r.GetTimeout(), 0))*time.Second + t
 	default:
-		return c.opts.Timeout
+		return t
 	}
 }
 

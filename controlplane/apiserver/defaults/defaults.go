@@ -1,12 +1,15 @@
 // Package defaults fills the fields the Kubernetes API defaults when a client leaves them empty, for the
 // fields kubelets, controllers and kubectl rely on. Values follow kube-apiserver's defaulting
-// (k8s.io/kubernetes pkg/apis/{core,apps}/v1/defaults.go); pod specs (of pods and of templates) are
+// (k8s.io/kubernetes pkg/apis/{core,apps,batch}/v1/defaults.go); pod specs (of pods and of templates) are
 // defaulted by podspec.Default, which the kubelet's static pods share. Register installs them into a
 // scheme so they run whenever a request body or a stored object is decoded.
 package defaults
 
 import (
+	"math"
+
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +54,50 @@ func Register(s *runtime.Scheme) {
 		podspec.Default(&rs.Spec.Template.Spec)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) {
+		j := o.(*batchv1.Job)
+		if len(j.Labels) == 0 {
+			j.Labels = j.Spec.Template.Labels
+		}
+		JobSpec(&j.Spec)
+	})
+}
+
+// JobSpec defaults a Job spec as kube-apiserver does: completions and parallelism 1 when both are
+// unset, else parallelism 1; backoffLimit 6 (MaxInt32 with backoffLimitPerIndex); completionMode
+// NonIndexed; suspend and manualSelector false; podReplacementPolicy Failed with a podFailurePolicy,
+// else TerminatingOrFailed; and the pod template.
+func JobSpec(s *batchv1.JobSpec) {
+	if s.Completions == nil && s.Parallelism == nil {
+		s.Completions = ptr.To[int32](1)
+	}
+	if s.Parallelism == nil {
+		s.Parallelism = ptr.To[int32](1)
+	}
+	if s.BackoffLimit == nil {
+		if s.BackoffLimitPerIndex != nil {
+			s.BackoffLimit = ptr.To[int32](math.MaxInt32)
+		} else {
+			s.BackoffLimit = ptr.To[int32](6)
+		}
+	}
+	if s.CompletionMode == nil {
+		s.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+	}
+	if s.Suspend == nil {
+		s.Suspend = ptr.To(false)
+	}
+	if s.ManualSelector == nil {
+		s.ManualSelector = ptr.To(false)
+	}
+	if s.PodReplacementPolicy == nil {
+		if s.PodFailurePolicy != nil {
+			s.PodReplacementPolicy = ptr.To(batchv1.Failed)
+		} else {
+			s.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+		}
+	}
+	podspec.Default(&s.Template.Spec)
 }
 
 // Service defaults type ClusterIP, sessionAffinity None, port protocol TCP, targetPort = port, and the

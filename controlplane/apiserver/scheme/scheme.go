@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +44,7 @@ var (
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
-		eventsv1.SchemeGroupVersion,
+		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion,
 	}
 )
 
@@ -52,6 +53,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
+		batchv1.AddToScheme,
 		metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))

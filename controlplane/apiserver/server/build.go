@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/batch"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
@@ -140,6 +142,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
+	batchStorage, err := batch.NewStorage(getter)
+	if err != nil {
+		return nil, err
+	}
 	csrStorage, err := certificates.NewStorage(getter)
 	if err != nil {
 		return nil, err
@@ -177,7 +183,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	var groups []*genericapiserver.APIGroupInfo
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
-		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs,
+		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)

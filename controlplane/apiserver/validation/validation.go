@@ -307,3 +307,17 @@ func required(s string, p *field.Path) field.ErrorList {
 	}
 	return nil
 }
+
+// ControllerRevision validates the name and revision (non-negative) of an apps/v1 ControllerRevision.
+func ControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
+	errs := Subdomain(&cr.ObjectMeta)
+	if cr.Revision < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("revision"), cr.Revision, "must be greater than or equal to 0"))
+	}
+	return errs
+}
+
+// ControllerRevisionUpdate checks that a ControllerRevision's data did not change (it is immutable).
+func ControllerRevisionUpdate(cr, old *appsv1.ControllerRevision) field.ErrorList {
+	return apivalidation.ValidateImmutableField(cr.Data, old.Data, field.NewPath("data"))
+}

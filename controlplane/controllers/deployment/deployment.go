@@ -8,10 +8,8 @@ package deployment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -24,13 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 	"github.com/nodekit/nodekit/internal/podspec"
 )
@@ -196,18 +194,6 @@ func equalIgnoreHash(a, b *v1.PodTemplateSpec) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
-// podTemplateHash is the pod-template-hash of a template: FNV-32a over its JSON and the collision
-// count, encoded with the safe alphabet upstream uses for generated names.
-func podTemplateHash(t *v1.PodTemplateSpec, collisionCount *int32) string {
-	h := fnv.New32a()
-	b, _ := json.Marshal(t)
-	h.Write(b)
-	if collisionCount != nil {
-		h.Write([]byte(strconv.Itoa(int(*collisionCount))))
-	}
-	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
-}
-
 func replicasOf(d *appsv1.Deployment) int32 {
 	if d.Spec.Replicas == nil {
 		return 1
@@ -256,7 +242,7 @@ func (c *Controller) ensureNewRS(ctx context.Context, d *appsv1.Deployment, newR
 		upd.Annotations[RevisionAnnotation] = revision
 		return c.client.AppsV1().ReplicaSets(d.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
 	}
-	hash := podTemplateHash(&d.Spec.Template, d.Status.CollisionCount)
+	hash := podutil.TemplateHash(&d.Spec.Template, d.Status.CollisionCount)
 	tmpl := d.Spec.Template.DeepCopy()
 	if tmpl.Labels == nil {
 		tmpl.Labels = map[string]string{}

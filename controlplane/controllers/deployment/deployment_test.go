@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 )
 
 func TestResolveFenceposts(t *testing.T) {
@@ -40,17 +42,17 @@ func TestResolveFenceposts(t *testing.T) {
 func TestTemplateHashAndEquality(t *testing.T) {
 	tmpl := v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo:v1"}}}}
 	tmpl.Labels = map[string]string{"app": "web"}
-	h1 := podTemplateHash(&tmpl, nil)
-	if h1 != podTemplateHash(tmpl.DeepCopy(), nil) {
+	h1 := podutil.TemplateHash(&tmpl, nil)
+	if h1 != podutil.TemplateHash(tmpl.DeepCopy(), nil) {
 		t.Fatal("hash not stable")
 	}
 	cc := int32(1)
-	if h1 == podTemplateHash(&tmpl, &cc) {
+	if h1 == podutil.TemplateHash(&tmpl, &cc) {
 		t.Fatal("collision count does not change the hash")
 	}
 	v2 := tmpl.DeepCopy()
 	v2.Spec.Containers[0].Image = "demo:v2"
-	if h1 == podTemplateHash(v2, nil) || equalIgnoreHash(&tmpl, v2) {
+	if h1 == podutil.TemplateHash(v2, nil) || equalIgnoreHash(&tmpl, v2) {
 		t.Fatal("different templates look alike")
 	}
 	hashed := tmpl.DeepCopy()

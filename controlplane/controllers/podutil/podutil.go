@@ -3,9 +3,14 @@
 package podutil
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/nodekit/nodekit/internal/podspec"
 )
@@ -55,4 +60,17 @@ func AvailableIn(p *v1.Pod, minReady time.Duration, now time.Time) time.Duration
 		return left
 	}
 	return 0
+}
+
+// TemplateHash is the hash controllers label their pods and revisions with (pod-template-hash,
+// controller-revision-hash): FNV-32a over the template's JSON and the collision count, encoded with
+// the safe alphabet upstream uses for generated names.
+func TemplateHash(t *v1.PodTemplateSpec, collisionCount *int32) string {
+	h := fnv.New32a()
+	b, _ := json.Marshal(t)
+	h.Write(b)
+	if collisionCount != nil {
+		h.Write([]byte(strconv.Itoa(int(*collisionCount))))
+	}
+	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
 }

@@ -25,6 +25,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/expectations"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -38,7 +39,7 @@ type Controller struct {
 	client   kubernetes.Interface
 	rsLister appslisters.ReplicaSetLister
 	pods     corelisters.PodLister
-	exp      *expectations
+	exp      *expectations.Expectations
 	*workloop.Loop
 }
 
@@ -48,7 +49,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		client:   client,
 		rsLister: factory.Apps().V1().ReplicaSets().Lister(),
 		pods:     factory.Core().V1().Pods().Lister(),
-		exp:      newExpectations(),
+		exp:      expectations.New(),
 	}
 	c.Loop = workloop.New("replicaset", c.reconcile, log)
 	if _, err := factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(c.Handler()); err != nil {
@@ -84,9 +85,9 @@ func (c *Controller) onPod(obj any, added, deleted bool) {
 	key := workloop.KeyOf(pod.Namespace, ref.Name)
 	switch {
 	case added:
-		c.exp.observe(key, true)
+		c.exp.Observe(key, true)
 	case deleted:
-		c.exp.observe(key, false)
+		c.exp.Observe(key, false)
 	}
 	c.Add(key)
 }
@@ -98,7 +99,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.exp.delete(key)
+		c.exp.Delete(key)
 		return nil
 	}
 	if err != nil {
@@ -123,7 +124,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	var manageErr error
-	if rs.DeletionTimestamp == nil && c.exp.satisfied(key) {
+	if rs.DeletionTimestamp == nil && c.exp.Satisfied(key) {
 		manageErr = c.manageReplicas(ctx, key, rs, active)
 	}
 	requeue, err := c.updateStatus(ctx, rs, owned, active, selector)
@@ -146,12 +147,12 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 	switch {
 	case diff < 0:
 		n := min(-diff, burstReplicas)
-		c.exp.expect(key, n, 0)
+		c.exp.Expect(key, n, 0)
 		var errs []error
 		for range n {
 			pod := podFromTemplate(rs)
 			if _, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				c.exp.observe(key, true)
+				c.exp.Observe(key, true)
 				errs = append(errs, err)
 				if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 					break // namespace terminating or template invalid: no point trying the rest now
@@ -165,12 +166,12 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		victims := append([]*v1.Pod(nil), active...)
 		sort.SliceStable(victims, func(i, j int) bool { return deleteFirst(victims[i], victims[j]) })
 		victims = victims[:n]
-		c.exp.expect(key, 0, n)
+		c.exp.Expect(key, 0, n)
 		var errs []error
 		for _, p := range victims {
 			err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 			if err != nil {
-				c.exp.observe(key, false)
+				c.exp.Observe(key, false)
 				if !apierrors.IsNotFound(err) {
 					errs = append(errs, err)
 				}

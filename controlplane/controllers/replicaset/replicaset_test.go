@@ -4,18 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
@@ -63,15 +59,7 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 	}
 	client := fake.NewClientset(rs)
 	controllertest.StatusSubresource(client, "replicasets", "pods")
-	// The fake tracker does not implement generateName; the API server does.
-	var seq atomic.Int32
-	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		p := action.(k8stesting.CreateAction).GetObject().(*v1.Pod)
-		if p.Name == "" && p.GenerateName != "" {
-			p.Name = p.GenerateName + strconv.Itoa(int(seq.Add(1)))
-		}
-		return false, nil, nil
-	})
+	controllertest.GenerateNames(client, "pods")
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {

@@ -112,6 +112,20 @@ func (m *Manager) Set(ctx context.Context, u Update) (news bool) {
 	return true
 }
 
+// Seed records r for containerID and probe unless a result is recorded, without announcing it: the
+// result is already known, e.g. read back from the pod status the kubelet wrote before it restarted.
+// It reports whether it recorded r; r must be Success or Failure.
+func (m *Manager) Seed(containerID string, probe ProbeType, r Result) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key{containerID, probe}
+	if _, found := m.results[k]; found {
+		return false
+	}
+	m.results[k] = r
+	return true
+}
+
 // Remove forgets the result of probe on container instance containerID (no update is sent).
 func (m *Manager) Remove(containerID string, probe ProbeType) {
 	m.mu.Lock()

@@ -138,3 +138,30 @@ func TestResultString(t *testing.T) {
 		}
 	}
 }
+
+// TestSeed: a seeded result is recorded silently, never replaces a recorded one, and a later Set of the
+// same result is no news while a different one is.
+func TestSeed(t *testing.T) {
+	ctx := context.Background()
+	m := NewManager()
+	if !m.Seed("containerd://a", Readiness, Success) {
+		t.Fatal("Seed of an empty cache recorded nothing")
+	}
+	if m.Seed("containerd://a", Readiness, Failure) {
+		t.Fatal("Seed replaced a recorded result")
+	}
+	if r, ok := m.Get("containerd://a", Readiness); !ok || r != Success {
+		t.Fatalf("Get after Seed = %v, %v; want Success", r, ok)
+	}
+	if us := drain(m); len(us) != 0 {
+		t.Fatalf("Seed announced %+v", us)
+	}
+	u := Update{PodUID: "uid-1", ContainerName: "c", ContainerID: "containerd://a", Probe: Readiness, Result: Success}
+	if m.Set(ctx, u) {
+		t.Fatal("Set of the seeded result was news")
+	}
+	u.Result = Failure
+	if !m.Set(ctx, u) {
+		t.Fatal("Set of a failure over a seeded success was no news")
+	}
+}

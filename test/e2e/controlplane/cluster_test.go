@@ -284,6 +284,9 @@ func (n *fakeNode) syncPod(ctx context.Context, p *v1.Pod) {
 			Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		return
 	}
+	if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		return // finished: a kubelet never runs a terminal pod again
+	}
 	ready := n.Ready == nil || n.Ready(p)
 	want := v1.ConditionFalse
 	if ready {

@@ -128,7 +128,7 @@ func TestLab(t *testing.T) {
 			break
 		}
 	}
-	pidFile := filepath.Join(dataDir, "run", lost.Name+"-agent.pid")
+	pidFile := cluster.LayoutOf(dataDir).PIDFile(lost.Name + "-agent")
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)

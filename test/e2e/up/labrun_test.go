@@ -82,7 +82,7 @@ func startLab(t *testing.T, prefix string, nodes, join int) *labRun {
 }
 
 func (l *labRun) dumpLogs() {
-	logs, _ := filepath.Glob(filepath.Join(l.dataDir, "logs", "*.log"))
+	logs, _ := filepath.Glob(cluster.LayoutOf(l.dataDir).LogFile("*"))
 	for _, f := range logs {
 		if b, err := os.ReadFile(f); err == nil {
 			l.t.Logf("--- %s (last 30 lines)\n%s", filepath.Base(f), tail(string(b), 30))

@@ -584,7 +584,7 @@ func (e *env) dumpLogs(t *testing.T) {
 	}
 	e.dumped = true
 	for _, c := range []string{"server", "agent"} {
-		b, err := os.ReadFile(filepath.Join(e.dataDir, "logs", c+".log"))
+		b, err := os.ReadFile(cluster.LayoutOf(e.dataDir).LogFile(c))
 		if err != nil {
 			continue
 		}

@@ -1,9 +1,11 @@
 // Package apps is apps/v1: deployments, replicasets and daemonsets, each with /status (the controllers
 // write status, users write spec; generation counts spec changes) and, for deployments and replicasets,
-// /scale.
+// /scale; and controllerrevisions, the DaemonSet controller's history (data is immutable).
 package apps
 
 import (
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +26,10 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 			return err
 		}
 		r := spec.Resource.Resource
-		m[r], m[r+"/status"] = main, status
+		m[r] = main
+		if status != nil {
+			m[r+"/status"] = status
+		}
 		if scale != nil {
 			m[r+"/scale"] = &ScaleREST{store: main, access: *scale}
 		}
@@ -67,6 +72,30 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 			d := o.(*appsv1.DaemonSet)
 			return d.Status.DesiredNumberScheduled, d.Status.NumberReady, d.Status.UpdatedNumberScheduled
 		}, "Up-to-date")}, nil); err != nil {
+		return nil, err
+	}
+	cr := store.NewStrategy(true, false, func(o runtime.Object) field.ErrorList {
+		return validation.ControllerRevision(o.(*appsv1.ControllerRevision))
+	})
+	cr.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.ControllerRevision(o.(*appsv1.ControllerRevision)),
+			validation.ControllerRevisionUpdate(o.(*appsv1.ControllerRevision), old.(*appsv1.ControllerRevision))...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("controllerrevisions"), Singular: "controllerrevision",
+		NewFunc: func() runtime.Object { return &appsv1.ControllerRevision{} },
+		NewList: func() runtime.Object { return &appsv1.ControllerRevisionList{} }, Strategy: cr,
+		Table: store.Table{
+			Columns: []metav1.TableColumnDefinition{{Name: "Controller", Type: "string", Description: "the owning controller"},
+				{Name: "Revision", Type: "integer", Description: "the revision number"}},
+			Cells: func(o runtime.Object) []any {
+				r := o.(*appsv1.ControllerRevision)
+				owner := "<none>"
+				if ref := metav1.GetControllerOf(r); ref != nil {
+					owner = strings.ToLower(ref.Kind) + "." + strings.Split(ref.APIVersion, "/")[0] + "/" + ref.Name
+				}
+				return []any{owner, r.Revision}
+			},
+		}}, nil); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -8,11 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -80,6 +83,28 @@ func StatusSubresource(client *fake.Clientset, resources ...string) {
 				return true, nil, err
 			}
 			return true, merged, nil
+		})
+	}
+}
+
+// GenerateNames makes client's creates of the given resources fill metadata.name from generateName
+// with a counter suffix, and metadata.uid, as the API server does (the fake tracker does neither).
+func GenerateNames(client *fake.Clientset, resources ...string) {
+	var seq atomic.Int32
+	for _, res := range resources {
+		client.PrependReactor("create", res, func(action k8stesting.Action) (bool, runtime.Object, error) {
+			m, err := meta.Accessor(action.(k8stesting.CreateAction).GetObject())
+			if err != nil {
+				return false, nil, nil
+			}
+			n := strconv.Itoa(int(seq.Add(1)))
+			if m.GetName() == "" && m.GetGenerateName() != "" {
+				m.SetName(m.GetGenerateName() + n)
+			}
+			if m.GetUID() == "" {
+				m.SetUID(types.UID("uid-" + n))
+			}
+			return false, nil, nil
 		})
 	}
 }
