@@ -31,22 +31,7 @@ func TestTerminatingNamespaceEmptiedThenFinalized(t *testing.T) {
 		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "gone"}},
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "live"}},
 	)
-	// The fake tracker does not implement deletecollection; the API server does.
-	client.PrependReactor("delete-collection", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		gvr, ns := action.GetResource(), action.GetNamespace()
-		list, err := client.Tracker().List(gvr, kindFor(gvr), ns)
-		if err != nil {
-			return true, nil, err
-		}
-		items, _ := meta.ExtractList(list)
-		for _, it := range items {
-			m, _ := meta.Accessor(it)
-			if err := client.Tracker().Delete(gvr, ns, m.GetName()); err != nil {
-				return true, nil, err
-			}
-		}
-		return true, nil, nil
-	})
+	deleteCollection(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(client, factory, controllertest.Logger())
 	if err != nil {
@@ -69,6 +54,163 @@ func TestTerminatingNamespaceEmptiedThenFinalized(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps("live").Get(ctx, "cfg", metav1.GetOptions{}); err != nil {
 		t.Fatalf("object in an active namespace deleted: %v", err)
 	}
+	ns, err := client.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range conditionTypes {
+		wantCondition(t, ns, ct, v1.ConditionFalse, okConditions[ct][0], okConditions[ct][1])
+	}
+}
+
+// TestPodsFirstAndDeletionConditions: while a pod held by a finalizer is left, nothing else in the
+// terminating namespace is deleted and its conditions say what remains and which finalizer holds it
+// (what upstream's OrderedNamespaceDeletion conformance spec waits for); once the pod is gone the rest
+// goes, the conditions turn False and the namespace is finalized. A failing delete sets
+// NamespaceDeletionContentFailure.
+func TestPodsFirstAndDeletionConditions(t *testing.T) {
+	now := metav1.Now()
+	client := fake.NewClientset(
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone", DeletionTimestamp: &now},
+			Spec: v1.NamespaceSpec{Finalizers: []v1.FinalizerName{v1.FinalizerKubernetes}}, Status: v1.NamespaceStatus{Phase: v1.NamespaceTerminating}},
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "gone", Finalizers: []string{"e2e.example.com/finalizer"}}},
+		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "gone"}},
+		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec", Namespace: "gone"}},
+	)
+	deleteCollection(client)
+	controllertest.StatusSubresource(client, "namespaces")
+	failSecrets := true
+	client.PrependReactor("delete-collection", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failSecrets {
+			return true, nil, fmt.Errorf("etcd unavailable")
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
+	getNS := func() *v1.Namespace {
+		t.Helper()
+		ns, err := client.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	controllertest.Eventually(t, "conditions of a namespace held by a pod", func() error {
+		if len(getNS().Status.Conditions) != len(conditionTypes) {
+			return fmt.Errorf("conditions %+v", getNS().Status.Conditions)
+		}
+		return nil
+	})
+	ns := getNS()
+	wantCondition(t, ns, v1.NamespaceDeletionDiscoveryFailure, v1.ConditionFalse, "ResourcesDiscovered", "All resources successfully discovered")
+	wantCondition(t, ns, v1.NamespaceDeletionGVParsingFailure, v1.ConditionFalse, "ParsedGroupVersions", "All legacy kube types successfully parsed")
+	wantCondition(t, ns, v1.NamespaceDeletionContentFailure, v1.ConditionFalse, "ContentDeleted", "All content successfully deleted, may be waiting on finalization")
+	wantCondition(t, ns, v1.NamespaceContentRemaining, v1.ConditionTrue, "SomeResourcesRemain", "Some resources are remaining: pods. has 1 resource instances")
+	wantCondition(t, ns, v1.NamespaceFinalizersRemaining, v1.ConditionTrue, "SomeFinalizersRemain",
+		"Some content in the namespace has finalizers remaining: e2e.example.com/finalizer in 1 resource instances")
+	pod, err := client.CoreV1().Pods("gone").Get(ctx, "held", metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp == nil {
+		t.Fatalf("held pod: %v, deletionTimestamp %v", err, pod.GetDeletionTimestamp())
+	}
+	for _, get := range []func() error{
+		func() error {
+			_, err := client.CoreV1().ConfigMaps("gone").Get(ctx, "cfg", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := client.CoreV1().Secrets("gone").Get(ctx, "sec", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); err != nil {
+			t.Fatalf("deleted while a pod is left: %v", err)
+		}
+	}
+	if len(ns.Spec.Finalizers) != 1 {
+		t.Fatalf("finalized while a pod is left: %v", ns.Spec.Finalizers)
+	}
+
+	// the pod's finalizer is done: the API server removes it (the fake tracker's delete does at once)
+	if err := client.CoreV1().Pods("gone").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "content failure of the secrets", func() error {
+		c := condition(getNS(), v1.NamespaceDeletionContentFailure)
+		if c == nil || c.Status != v1.ConditionTrue {
+			return fmt.Errorf("content failure %+v", c)
+		}
+		return nil
+	})
+	wantCondition(t, getNS(), v1.NamespaceDeletionContentFailure, v1.ConditionTrue, "ContentDeletionFailed",
+		"Failed to delete all resource types, 1 remaining: delete secrets in gone: etcd unavailable")
+	if len(getNS().Spec.Finalizers) != 1 {
+		t.Fatal("finalized although the secrets could not be deleted")
+	}
+
+	failSecrets = false
+	controllertest.Eventually(t, "namespace emptied and finalized", func() error {
+		if ns := getNS(); len(ns.Spec.Finalizers) != 0 {
+			return fmt.Errorf("finalizers %v, conditions %+v", ns.Spec.Finalizers, ns.Status.Conditions)
+		}
+		return nil
+	})
+	ns = getNS()
+	for _, ct := range conditionTypes {
+		wantCondition(t, ns, ct, v1.ConditionFalse, okConditions[ct][0], okConditions[ct][1])
+	}
+}
+
+func condition(ns *v1.Namespace, t v1.NamespaceConditionType) *v1.NamespaceCondition {
+	for i := range ns.Status.Conditions {
+		if ns.Status.Conditions[i].Type == t {
+			return &ns.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func wantCondition(t *testing.T, ns *v1.Namespace, ct v1.NamespaceConditionType, status v1.ConditionStatus, reason, message string) {
+	t.Helper()
+	c := condition(ns, ct)
+	if c == nil || c.Status != status || c.Reason != reason || c.Message != message || c.LastTransitionTime.IsZero() {
+		t.Fatalf("condition %s: %+v, want %s %s %q", ct, c, status, reason, message)
+	}
+}
+
+// deleteCollection makes client's deletecollection (which the fake tracker does not implement; the API
+// server does) delete every object of the namespace, except that one with finalizers only gets a
+// deletionTimestamp, as the API server does.
+func deleteCollection(client *fake.Clientset) {
+	client.PrependReactor("delete-collection", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		gvr, ns := action.GetResource(), action.GetNamespace()
+		list, err := client.Tracker().List(gvr, kindFor(gvr), ns)
+		if err != nil {
+			return true, nil, err
+		}
+		items, _ := meta.ExtractList(list)
+		for _, it := range items {
+			m, _ := meta.Accessor(it)
+			if len(m.GetFinalizers()) > 0 {
+				if m.GetDeletionTimestamp() == nil {
+					now := metav1.Now()
+					m.SetDeletionTimestamp(&now)
+					if err := client.Tracker().Update(gvr, it, ns); err != nil {
+						return true, nil, err
+					}
+				}
+				continue
+			}
+			if err := client.Tracker().Delete(gvr, ns, m.GetName()); err != nil {
+				return true, nil, err
+			}
+		}
+		return true, nil, nil
+	})
 }
 
 // kindFor finds the kind whose conventional resource name is gvr's.

@@ -36,6 +36,8 @@ type Kind struct {
 	Delete func(ctx context.Context, c kubernetes.Interface, ns, name string, opts metav1.DeleteOptions) error
 	// DeleteCollection deletes every object of the kind in ns.
 	DeleteCollection func(ctx context.Context, c kubernetes.Interface, ns string, opts metav1.DeleteOptions) error
+	// List returns the metadata of every object of the kind in ns.
+	List func(ctx context.Context, c kubernetes.Interface, ns string) ([]metav1.Object, error)
 	// Count returns how many objects of the kind exist in ns (at most limit when limit > 0).
 	Count func(ctx context.Context, c kubernetes.Interface, ns string, limit int64) (int, error)
 	// Patch applies a patch of type pt to one object.
@@ -71,23 +73,20 @@ func kind[T metav1.Object, L runtime.Object](gvk schema.GroupVersionKind, resour
 			if dc, ok := any(tc).(collectionDeleter); ok {
 				return dc.DeleteCollection(ctx, opts, metav1.ListOptions{})
 			}
-			l, err := tc.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			items, err := meta.ExtractList(l)
+			items, err := listMeta(ctx, tc)
 			if err != nil {
 				return err
 			}
 			var errs []error
-			for _, it := range items {
-				if m, err := meta.Accessor(it); err == nil {
-					if err := tc.Delete(ctx, m.GetName(), opts); err != nil && !apierrors.IsNotFound(err) {
-						errs = append(errs, err)
-					}
+			for _, m := range items {
+				if err := tc.Delete(ctx, m.GetName(), opts); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, err)
 				}
 			}
 			return errors.Join(errs...)
+		},
+		List: func(ctx context.Context, c kubernetes.Interface, ns string) ([]metav1.Object, error) {
+			return listMeta(ctx, client(c, ns))
 		},
 		Count: func(ctx context.Context, c kubernetes.Interface, ns string, limit int64) (int, error) {
 			l, err := client(c, ns).List(ctx, metav1.ListOptions{Limit: limit})
@@ -101,6 +100,25 @@ func kind[T metav1.Object, L runtime.Object](gvk schema.GroupVersionKind, resour
 			return err
 		},
 	}
+}
+
+// listMeta lists every object of tc and returns their metadata.
+func listMeta[T metav1.Object, L runtime.Object](ctx context.Context, tc typed[T, L]) ([]metav1.Object, error) {
+	l, err := tc.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metav1.Object, 0, len(items))
+	for _, it := range items {
+		if m, err := meta.Accessor(it); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 var (

@@ -4,6 +4,7 @@ package namespace
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ func newStore(getter generic.RESTOptionsGetter) (*store.REST, *store.StatusREST,
 		// spec.finalizers changes only through the cleaner (the /finalize step of Kubernetes).
 		o.(*corev1.Namespace).Spec.Finalizers = old.(*corev1.Namespace).Spec.Finalizers
 	}
-	return store.New(getter, store.Spec{
+	main, _, err := store.New(getter, store.Spec{
 		Resource:   corev1.Resource("namespaces"),
 		Singular:   "namespace",
 		ShortNames: []string{"ns"},
@@ -42,4 +43,40 @@ func newStore(getter generic.RESTOptionsGetter) (*store.REST, *store.StatusREST,
 			Cells:   func(o runtime.Object) []any { return []any{string(o.(*corev1.Namespace).Status.Phase)} },
 		},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// A Terminating namespace without metadata.finalizers is removed by an update only once
+	// spec.finalizers is empty too (the generic store would remove it on any update, of its status
+	// or labels, before the namespace controller has emptied it).
+	main.ShouldDeleteDuringUpdate = func(_ context.Context, _ string, obj, _ runtime.Object) bool {
+		return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
+	}
+	return main, store.Subresource(main, &statusStrategy{store.StatusStrategy{Strategy: s, ValidateStatusFn: validateStatus}}), nil
+}
+
+// statusStrategy is namespaces/status, as Kubernetes' namespace status strategy: an update or patch
+// keeps the stored spec and takes everything else, metadata (labels, annotations) included.
+type statusStrategy struct {
+	store.StatusStrategy
+}
+
+// PrepareForUpdate keeps the stored spec.
+func (*statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	obj.(*corev1.Namespace).Spec = old.(*corev1.Namespace).Spec
+}
+
+// validateStatus checks status.phase against metadata.deletionTimestamp: Active while it is unset,
+// Terminating once it is set.
+func validateStatus(obj, _ runtime.Object) field.ErrorList {
+	ns := obj.(*corev1.Namespace)
+	want, when := corev1.NamespaceActive, "empty"
+	if !ns.DeletionTimestamp.IsZero() {
+		want, when = corev1.NamespaceTerminating, "not empty"
+	}
+	if ns.Status.Phase != want {
+		return field.ErrorList{field.Invalid(field.NewPath("status", "phase"), ns.Status.Phase,
+			fmt.Sprintf("may only be '%s' if `deletionTimestamp` is %s", want, when))}
+	}
+	return nil
 }
