@@ -64,20 +64,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		return nil, err
 	}
 	if _, err := factory.Apps().V1().ControllerRevisions().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) { c.onOwned(obj, false, false) },
+		DeleteFunc: c.onOwned,
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onOwned(obj, true, false) },
-		UpdateFunc: func(oldObj, newObj any) {
-			c.onOwned(newObj, false, false)
-			if o, n := oldObj.(*v1.Pod), newObj.(*v1.Pod); o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-				c.onOwned(newObj, false, true)
-			}
-		},
-		DeleteFunc: func(obj any) { c.onOwned(obj, false, true) },
-	}); err != nil {
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(c.exp.PodHandler("DaemonSet", c.Add, nil)); err != nil {
 		return nil, err
 	}
 	// Any node change can change where daemon pods belong: look at every DaemonSet again.
@@ -117,7 +108,8 @@ func (c *Controller) onNodeUpdate(o, n *v1.Node) {
 	c.enqueueAll()
 }
 
-func (c *Controller) onOwned(obj any, added, deleted bool) {
+// onOwned enqueues the DaemonSet that controls obj (a ControllerRevision).
+func (c *Controller) onOwned(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -129,16 +121,7 @@ func (c *Controller) onOwned(obj any, added, deleted bool) {
 	if ref == nil || ref.Kind != "DaemonSet" {
 		return
 	}
-	key := workloop.KeyOf(m.GetNamespace(), ref.Name)
-	if _, isPod := obj.(*v1.Pod); isPod {
-		switch {
-		case added:
-			c.exp.Observe(key, true)
-		case deleted:
-			c.exp.Observe(key, false)
-		}
-	}
-	c.Add(key)
+	c.Add(workloop.KeyOf(m.GetNamespace(), ref.Name))
 }
 
 // nodeState is what one node holds of a DaemonSet.

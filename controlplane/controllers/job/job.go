@@ -80,16 +80,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	if _, err := factory.Batch().V1().Jobs().Informer().AddEventHandler(c.Handler()); err != nil {
 		return nil, err
 	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onPod(obj, true, false) },
-		UpdateFunc: func(oldObj, newObj any) {
-			c.onPod(newObj, false, false)
-			if o, n := oldObj.(*v1.Pod), newObj.(*v1.Pod); o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-				c.onPod(newObj, false, true)
-			}
-		},
-		DeleteFunc: func(obj any) { c.onPod(obj, false, true) },
-	}); err != nil {
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(c.exp.PodHandler("Job", c.Add, c.seenPod)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -101,29 +92,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.Loop.Run(ctx, workers)
 }
 
-func (c *Controller) onPod(obj any, added, deleted bool) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
+// seenPod forgets a pod's released job-tracking finalizer once the pod is deleted or no longer carries
+// the finalizer.
+func (c *Controller) seenPod(pod *v1.Pod, deleted bool) {
 	if deleted || !hasFinalizer(pod) {
 		c.released.Delete(pod.UID)
 	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "Job" {
-		return
-	}
-	key := workloop.KeyOf(pod.Namespace, ref.Name)
-	switch {
-	case added:
-		c.exp.Observe(key, true)
-	case deleted:
-		c.exp.Observe(key, false)
-	}
-	c.Add(key)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {

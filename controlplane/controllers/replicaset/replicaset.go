@@ -55,41 +55,10 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 	if _, err := factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(c.Handler()); err != nil {
 		return nil, err
 	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onPod(obj, true, false) },
-		UpdateFunc: func(oldObj, newObj any) {
-			c.onPod(newObj, false, false)
-			if o, n := oldObj.(*v1.Pod), newObj.(*v1.Pod); o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-				c.onPod(newObj, false, true) // a graceful delete counts as observed when it starts
-			}
-		},
-		DeleteFunc: func(obj any) { c.onPod(obj, false, true) },
-	}); err != nil {
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(c.exp.PodHandler("ReplicaSet", c.Add, nil)); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func (c *Controller) onPod(obj any, added, deleted bool) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "ReplicaSet" {
-		return
-	}
-	key := workloop.KeyOf(pod.Namespace, ref.Name)
-	switch {
-	case added:
-		c.exp.Observe(key, true)
-	case deleted:
-		c.exp.Observe(key, false)
-	}
-	c.Add(key)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
