@@ -24,6 +24,7 @@ import (
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 // TestLongRunningNode runs a node with tiny limits on real containerd: a container's log is rotated
@@ -46,7 +47,7 @@ func TestLongRunningNode(t *testing.T) {
 	n.start()
 
 	logsPod := n.create(n.demoPod("logs-" + randSuffix()))
-	logsPod = n.waitPod(logsPod.Name, time.Minute, "running", running)
+	logsPod = n.waitPod(logsPod.Name, 2*time.Minute, "running", running)
 
 	t.Run("log rotation", func(t *testing.T) { testLogRotation(t, n, logsPod) })
 	t.Run("image GC", func(t *testing.T) { testImageGC(t, n) })
@@ -87,6 +88,9 @@ func testLogRotation(t *testing.T, n *node, pod *v1.Pod) {
 			}
 			resp.Body.Close()
 		}
+	}
+	if _, err := containerd.WaitHTTP("http://"+pod.Status.PodIP+":8080/healthz", time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	rotated := func() []string {
 		files, _ := filepath.Glob(filepath.Join(dir, "0.log.*"))
@@ -218,8 +222,8 @@ func testEviction(t *testing.T, n *node) {
 	gu.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: rl, Limits: rl}
 	n.create(gu)
 	n.create(be)
-	n.waitPod(gu.Name, time.Minute, "running", running)
-	n.waitPod(be.Name, time.Minute, "running", running)
+	n.waitPod(gu.Name, 2*time.Minute, "running", running)
+	n.waitPod(be.Name, 2*time.Minute, "running", running)
 
 	// Thresholds above what the node has, from its own figures: nothing is consumed.
 	memTotal := readMeminfo(t, "MemTotal") * 1024
