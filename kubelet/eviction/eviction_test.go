@@ -37,7 +37,9 @@ func TestParseThresholds(t *testing.T) {
 func TestThresholdsMetAndMinReclaim(t *testing.T) {
 	q := resource.MustParse("100")
 	th := Threshold{Signal: SignalMemoryAvailable, Value: Value{Quantity: &q}, MinReclaim: Value{Percentage: 0.1}}
-	obs := func(avail int64) Observations { return Observations{SignalMemoryAvailable: {available: avail, capacity: 1000}} }
+	obs := func(avail int64) Observations {
+		return Observations{SignalMemoryAvailable: {available: avail, capacity: 1000}}
+	}
 	if len(thresholdsMet([]Threshold{th}, obs(99), false)) != 1 || len(thresholdsMet([]Threshold{th}, obs(100), false)) != 0 {
 		t.Error("available 99 must meet <100, 100 must not")
 	}
@@ -97,7 +99,7 @@ func (f *fakePods) ActivePods() []*v1.Pod {
 	return out
 }
 func (f *fakePods) EvictPod(p *v1.Pod, grace int64, msg string) { f.evicted[p.UID] = msg }
-func (f *fakePods) PodCleanedUp(types.UID) bool                  { return true }
+func (f *fakePods) PodCleanedUp(types.UID) bool                 { return true }
 
 type fakeStats struct{ stats []*runtimeapi.ContainerStats }
 
