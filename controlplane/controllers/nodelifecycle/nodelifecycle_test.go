@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -63,18 +64,9 @@ func TestMonitorMarksSilentNodeAndEvicts(t *testing.T) {
 	patient := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "patient", Namespace: "default", UID: "u2"},
 		Spec: v1.PodSpec{NodeName: "n1", Tolerations: []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists,
 			Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs}}}, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: ready}}
-	client := fake.NewClientset(node, lease, intolerant, patient)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, Options{GracePeriod: 40 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		t.Fatal("caches did not sync")
-	}
+	client, c := startController(ctx, t, Options{GracePeriod: 40 * time.Second}, node, lease, intolerant, patient)
 	sync := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -179,18 +171,9 @@ func TestPressureTaints(t *testing.T) {
 			{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse},
 			{Type: v1.NodePIDPressure, Status: v1.ConditionTrue},
 		}}}
-	client := fake.NewClientset(node)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, Options{GracePeriod: 40 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		t.Fatal("caches did not sync")
-	}
+	client, c := startController(ctx, t, Options{GracePeriod: 40 * time.Second}, node)
 	keys := func() []string {
 		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		if err != nil {
@@ -229,4 +212,20 @@ func TestPressureTaints(t *testing.T) {
 	if got := keys(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("taints after memory pressure ended = %v, want %v", got, want)
 	}
+}
+
+// startController runs a Controller on a fake clientset holding objs, with its informers synced.
+func startController(ctx context.Context, t *testing.T, opts Options, objs ...runtime.Object) (*fake.Clientset, *Controller) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	return client, c
 }
