@@ -106,9 +106,10 @@ type Manager struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu       sync.Mutex
-	records  map[string]*imageRecord // image ID → record
-	failures int
+	failures int // consecutive failed collections; Run's goroutine only
+
+	mu      sync.Mutex
+	records map[string]*imageRecord // image ID → record
 }
 
 type imageRecord struct {
@@ -149,7 +150,7 @@ func (m *Manager) Run(ctx context.Context, period time.Duration) {
 		}
 		err := m.GarbageCollect(ctx)
 		if err == nil || ctx.Err() != nil {
-			m.failures = 0 // only Run touches failures
+			m.failures = 0
 			continue
 		}
 		m.failures++
