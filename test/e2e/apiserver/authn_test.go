@@ -68,18 +68,21 @@ func TestServiceAccountTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.CoreV1().Pods("default").Create(ctx, pod("tok", "node-a"), metav1.CreateOptions{})
+	bound := pod("tok", "node-a")
+	bound.Spec.ServiceAccountName = "app"
+	p, err := c.CoreV1().Pods("default").Create(ctx, bound, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := int64(600)
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
-	// the kubelet of node-a asks, with its node credentials
-	tr, err := s.NodeClient(t, "node-a").CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// the kubelet of node-a asks, with its node credentials (once the Node authorizer's graph has the pod)
+	var tr *authenticationv1.TokenRequest
+	eventually(t, "node-a requests a token for its pod", func() error {
+		tr, err = s.NodeClient(t, "node-a").CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", req, metav1.CreateOptions{})
+		return err
+	})
 	if tr.Status.Token == "" || time.Until(tr.Status.ExpirationTimestamp.Time) > 601*time.Second || time.Until(tr.Status.ExpirationTimestamp.Time) < 590*time.Second {
 		t.Fatalf("token request status: %+v", tr.Status)
 	}
