@@ -357,6 +357,9 @@ func (m *Manager) tokenFile(ctx context.Context, pod *v1.Pod, t *v1.ServiceAccou
 // TearDownPod unmounts the pod's tmpfs volumes and removes its volume directories (hostPath contents
 // are never touched). Missing directories are fine.
 func (m *Manager) TearDownPod(uid types.UID) error {
+	if err := m.tearDownSubPaths(uid); err != nil {
+		return err
+	}
 	vdir := filepath.Join(m.PodDir(uid), "volumes")
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(vdir))
 	if err != nil {

@@ -126,6 +126,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(plainCore)
+	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
 	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
 		return nil, err
@@ -231,6 +232,17 @@ func podGetter(pods *store.REST) admission.PodGetter {
 			return nil, err
 		}
 		return obj.(*corev1.Pod), nil
+	}
+}
+
+// serviceAccountGetter reads a service account from its storage.
+func serviceAccountGetter(sas rest.Getter) func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	return func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+		obj, err := sas.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.ServiceAccount), nil
 	}
 }
 
