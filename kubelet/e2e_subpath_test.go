@@ -54,7 +54,7 @@ func TestSubPathSymlinkEscape(t *testing.T) {
 		return cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CreateContainerConfigError"
 	})
 	msg := containerStatus(p, "victim").State.Waiting.Message
-	if !strings.Contains(msg, "subPath resolves outside the volume") || !strings.Contains(msg, `subPath "`) {
+	if !strings.Contains(msg, `subPath "link" resolves outside the volume "data"`) {
 		t.Fatalf("victim's waiting message %q does not name the escape", msg)
 	}
 	mounts, err := mountinfo.GetMounts(nil)

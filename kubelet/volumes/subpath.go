@@ -17,7 +17,7 @@ import (
 const subPathsDir = "volume-subpaths"
 
 // ErrSubPathEscapes is the error of a subPath that resolves outside its volume.
-var ErrSubPathEscapes = errors.New("subPath resolves outside the volume")
+var ErrSubPathEscapes = errors.New("resolves outside the volume")
 
 // resolveBeneath is how subPaths are resolved: never above the volume's root (a symlink or ".." that
 // leaves it fails with EXDEV) and never through /proc magic links.
@@ -49,7 +49,7 @@ func (m *Manager) SubPath(uid types.UID, volume, container string, index int, ro
 	}
 	if err != nil {
 		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
-			return "", fmt.Errorf("%w: subPath %q of volume %q: %v", ErrSubPathEscapes, sub, volume, err)
+			return "", fmt.Errorf("subPath %q %w %q: a symlink or '..' in it leads out (%v)", sub, ErrSubPathEscapes, volume, err)
 		}
 		return "", fmt.Errorf("subPath %q of volume %q: %w", sub, volume, err)
 	}
