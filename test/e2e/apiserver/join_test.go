@@ -212,7 +212,10 @@ func TestNodeJoinWithBootstrapToken(t *testing.T) {
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, nodeObj("join-b"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{})
+	if _, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node join-a reading node join-b: want 403, got %v", err)
+	}
+	other, err := c.Client.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
