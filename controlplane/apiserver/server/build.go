@@ -105,7 +105,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(nodes)
-	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient)
+	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient, pool)
 	if err != nil {
 		return nil, err
 	}
