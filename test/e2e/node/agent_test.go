@@ -29,8 +29,8 @@ import (
 	nkagent "github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/controllers"
-	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/images/bundled"
+	"github.com/nodekit/nodekit/server"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
