@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -118,19 +117,5 @@ func mkdirBeneath(dirFd int, path string) error {
 
 // tearDownSubPaths unmounts the pod's subPath bind mounts and removes <pod dir>/volume-subpaths.
 func (m *Manager) tearDownSubPaths(uid types.UID) error {
-	dir := filepath.Join(m.PodDir(uid), subPathsDir)
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, mi := range mounts {
-		if err := unix.Unmount(mi.Mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", mi.Mountpoint, err))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return os.RemoveAll(dir)
+	return unmountAndRemove(filepath.Join(m.PodDir(uid), subPathsDir))
 }
