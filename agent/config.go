@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
@@ -95,6 +96,9 @@ type Config struct {
 	TuneKubelet func(*kubelet.Config) `json:"-"`
 	// OnKubelet, when set, is called with the kubelet once it is built, before it runs.
 	OnKubelet func(*kubelet.Kubelet) `json:"-"`
+	// ProxyNetNS, when set, is the network namespace the service proxy writes its rules in (benchmarks
+	// run a whole agent, proxy included, without touching the host's tables); nil: the agent's own.
+	ProxyNetNS ns.NetNS `json:"-"`
 }
 
 // Default returns the agent's defaults: DataDir, CNIConfDir, ClusterCIDR, the proxy's iptables mode and

@@ -220,7 +220,7 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		return nil, nil
 	}
 	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr})
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS})
 	if err != nil {
 		return nil, fmt.Errorf("service proxy: %w", err)
 	}
@@ -239,6 +239,6 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Serv
 		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
 		Authorizer: server.GroupAuthorizer{"system:masters"},
 		Pods:       kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
-		Metrics: m,
+		Metrics: m, EnableProfiling: kc.EnableProfilingHandler != nil && *kc.EnableProfilingHandler,
 	})
 }

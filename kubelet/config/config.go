@@ -41,6 +41,7 @@ var Supported = []string{
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
+	"enableProfilingHandler",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
@@ -48,7 +49,7 @@ var Supported = []string{
 // that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
 // and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	anonymous := false
+	anonymous, profiling := false, true
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
 		Address:                   "0.0.0.0",
@@ -62,6 +63,7 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		MaxPods:                   110,
 		CgroupDriver:              "cgroupfs",
 		RuntimeRequestTimeout:     metav1.Duration{Duration: 2 * time.Minute},
+		EnableProfilingHandler:    &profiling,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},
