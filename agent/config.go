@@ -33,6 +33,9 @@ const (
 	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
+	// DefaultGoMemoryLimit is --go-memory-limit's default, chosen from BenchmarkAgentMemory's figures
+	// (docs/performance.md): above the agent's live heap at 110 pods, below what GOGC=100 alone lets the heap grow to.
+	DefaultGoMemoryLimit = "40Mi"
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).
@@ -78,6 +81,10 @@ type Config struct {
 	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
 	// empty disables them.
 	ProxyMetricsAddr string
+	// GoMemoryLimit is the Go runtime's soft memory limit Run sets (--go-memory-limit, a quantity:
+	// runtime/debug.SetMemoryLimit) unless $GOMEMLIMIT is set; "0" or empty sets none. It is process-wide:
+	// in-process callers that host more than the agent (tests) leave it empty.
+	GoMemoryLimit string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -110,6 +117,7 @@ func Default() Config {
 		ClusterCIDR:      DefaultClusterCIDR,
 		ProxyMode:        proxy.ModeIPTables,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
+		GoMemoryLimit:    DefaultGoMemoryLimit,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }
