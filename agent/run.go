@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
 
+	"github.com/nodekit/nodekit/internal/pagetrim"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
@@ -57,6 +58,7 @@ type agent struct {
 // writes the conflist once the Node has a podCIDR), the kubelet server, the service proxy and the static
 // pod source, telling systemd READY=1 once the Node is registered. The first component to fail stops
 // the others; its error is returned. Invalid settings fail before anything starts, naming the flag.
+// Once the Node is registered it drops the executable's pages start-up touched (internal/pagetrim).
 func Run(ctx context.Context, cfg Config) error {
 	a, err := newAgent(cfg)
 	if err != nil {
@@ -252,7 +254,26 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 		})
 	}
 	sdnotify.Notify(gctx, Command, ns.Registered())
+	go func() {
+		select {
+		case <-ns.Registered():
+			a.dropStartupPages()
+		case <-gctx.Done():
+		}
+	}()
 	return g.Wait()
+}
+
+// dropStartupPages drops the resident pages of the executable that start-up touched (internal/pagetrim):
+// the package initialisers of everything nodekit's one binary links (the control plane's included) and
+// the agent's start-up code. What the running agent uses faults back in.
+func (a *agent) dropStartupPages() {
+	kib, err := pagetrim.Executable()
+	if err != nil {
+		a.log.Warn("dropping the executable's start-up pages", "node", a.nodeName, "err", err)
+		return
+	}
+	a.log.Info("executable's start-up pages dropped", "node", a.nodeName, "residentKiB", kib)
 }
 
 // newProxy makes the service proxy for the node (nil with DisableProxy); it logs through slog.Default().
