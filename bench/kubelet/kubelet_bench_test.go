@@ -52,6 +52,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/images/bundled"
+	rtcontainerd "github.com/nodekit/nodekit/runtime/containerd"
 	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
@@ -109,6 +110,13 @@ func start(b *testing.B, withProxy bool) *setup {
 		cfg.DisableProxy, cfg.ProxyMetricsAddr = false, "127.0.0.1:0"
 		env = append(env, proxyNetNSEnv+"="+proxyNS.Path())
 	}
+	// A failed round leaves its pods running and their volumes mounted in the data dir: detach them after
+	// the child stopped, before the data dir is removed.
+	b.Cleanup(func() {
+		if err := rtcontainerd.UnmountAll(cfg.DataDir); err != nil {
+			b.Error(err)
+		}
+	})
 	s.runChild(b, cfg, env...)
 	return s
 }
@@ -255,7 +263,7 @@ func (s *setup) startPods(b *testing.B, names []string) []time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
 	created := map[string]time.Time{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -263,28 +271,33 @@ func (s *setup) startPods(b *testing.B, names []string) []time.Duration {
 		wg.Add(1)
 		go func(n string) {
 			defer wg.Done()
-			t0 := time.Now()
+			mu.Lock()
+			created[n] = time.Now() // before the create: its Ready event may come before Create returns
+			mu.Unlock()
 			if _, err := s.client.CoreV1().Pods("default").Create(ctx, s.pod(n), metav1.CreateOptions{}); err != nil {
 				b.Error(err)
-				return
 			}
-			mu.Lock()
-			created[n] = t0
-			mu.Unlock()
 		}(n)
 	}
 	var lat []time.Duration
 	seen := map[string]bool{}
+	events := 0
 	timeout := time.After(5 * time.Minute)
 	for len(lat) < len(names) {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open { // the server ended the watch: go on from the last state seen
+				if w, err = s.client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				continue
+			}
+			events++
 			p, ok := ev.Object.(*v1.Pod)
 			if !ok || ev.Type == watch.Deleted || seen[p.Name] || !isReady(p) {
 				continue
 			}
 			now := time.Now()
-			wg.Wait()
 			mu.Lock()
 			t0, ok := created[p.Name]
 			mu.Unlock()
@@ -293,7 +306,7 @@ func (s *setup) startPods(b *testing.B, names []string) []time.Duration {
 				lat = append(lat, now.Sub(t0))
 			}
 		case <-timeout:
-			b.Fatalf("only %d of %d pods Ready after 5 min", len(lat), len(names))
+			b.Fatalf("only %d of %d pods Ready after 5 min (%d watch events)", len(lat), len(names), events)
 		}
 	}
 	wg.Wait()

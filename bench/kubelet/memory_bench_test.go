@@ -45,6 +45,9 @@ type memSample struct {
 // writes its rules in a network namespace of its own.
 //
 //	go test -run '^$' -bench AgentMemory -benchtime 1x ./bench/kubelet/
+//
+// $NODEKIT_BENCH_PROFILE_DIR keeps the heap profiles (heap-<pods>pods.pb.gz) for go tool pprof;
+// $GOMEMLIMIT reaches the agent and overrides its --go-memory-limit.
 func BenchmarkAgentMemory(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root for containerd")
@@ -54,7 +57,10 @@ func BenchmarkAgentMemory(b *testing.B) {
 	}
 	s := start(b, true)
 	prof := newProfiler(b, s.admin, s.kubeletAddr)
-	out := b.TempDir()
+	out := os.Getenv("NODEKIT_BENCH_PROFILE_DIR") // keeps the heap profiles; default: removed after the run
+	if out == "" {
+		out = b.TempDir()
+	}
 	// The node registered and the kubelet serving; then a pod round trip so that every code path a pod
 	// takes has run once (as on a node that has been up a while).
 	s.startPods(b, []string{"warmup"})
