@@ -33,9 +33,11 @@ const (
 	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
-	// DefaultGoMemoryLimit is --go-memory-limit's default, chosen from BenchmarkAgentMemory's figures
-	// (docs/performance.md): above the agent's live heap at 110 pods, below what GOGC=100 alone lets the heap grow to.
-	DefaultGoMemoryLimit = "40Mi"
+	// DefaultGoMemoryLimit is --go-memory-limit's default: none. BenchmarkAgentMemory's figures
+	// (docs/performance.md) show no resident memory gained at 110 pods with 40Mi, while a limit near the
+	// live heap makes the collector run continuously in bursts (image import, a node fill, thousands of
+	// Services in the proxy); operators of small nodes set one.
+	DefaultGoMemoryLimit = ""
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).

@@ -62,4 +62,6 @@ func TestProjectedServiceAccountToken(t *testing.T) {
 	if again := n.exec(cid, "cat", "/var/run/secrets/nodekit/token"); again != token {
 		t.Errorf("the pod's sync after the label change wrote a new token; want the first one reused")
 	}
+	n.deleteGracefully("token", 1) // the kubelet unmounts the volume before the data dir goes
+	n.waitGone("token", 60*time.Second)
 }

@@ -98,7 +98,6 @@ func start(b *testing.B, withProxy bool) *setup {
 	s.podAccess(b)
 	cfg := fwagent.Config(b, s.node, s.rt, api)
 	cfg.Kubelet.CgroupRoot = cgroupRoot
-	cfg.GoMemoryLimit = agent.DefaultGoMemoryLimit // the child is the agent alone, as `nodekit agent` ($GOMEMLIMIT wins)
 	s.kubeletAddr = fmt.Sprintf("%s:%d", cfg.Kubelet.Address, cfg.Kubelet.Port)
 	var env []string
 	if withProxy {

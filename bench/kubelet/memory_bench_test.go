@@ -47,7 +47,7 @@ type memSample struct {
 //	go test -run '^$' -bench AgentMemory -benchtime 1x ./bench/kubelet/
 //
 // $NODEKIT_BENCH_PROFILE_DIR keeps the heap profiles (heap-<pods>pods.pb.gz) for go tool pprof;
-// $GOMEMLIMIT reaches the agent and overrides its --go-memory-limit.
+// $GOMEMLIMIT reaches the agent (whose --go-memory-limit is unset by default).
 func BenchmarkAgentMemory(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root for containerd")

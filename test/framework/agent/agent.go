@@ -26,7 +26,7 @@ const NodeIP = "192.0.2.10"
 
 // Config returns the agent of Node name on rt with api's node credentials for name: its own data dir
 // (t.TempDir()) holding the kubelet root dir, the CNI config dir (net.d) and the pod logs (pods),
-// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy off, no Go memory limit. The pods' cgroup
+// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy off. The pods' cgroup
 // root is the caller's (see CgroupRoot).
 func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Server) agent.Config {
 	t.Helper()
@@ -37,7 +37,6 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	c := agent.Default()
 	c.DataDir, c.Kubeconfig, c.NodeName, c.NodeIP = t.TempDir(), api.NodeKubeconfig(t, name), name, NodeIP
 	c.CNIConfDir, c.DisableProxy = filepath.Join(c.DataDir, "net.d"), true
-	c.GoMemoryLimit = "" // process-wide: the test process hosts more than the agent
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
 	k.Address, k.Port = "127.0.0.1", int32(port)
