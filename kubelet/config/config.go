@@ -45,6 +45,7 @@ var Supported = []string{
 	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
+	"enableProfilingHandler",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
@@ -56,7 +57,7 @@ var Supported = []string{
 // upstream's default thresholds (EvictionThresholds), so that a file's map replaces them rather than
 // merging into them.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	anonymous := false
+	anonymous, profiling := false, true
 	logMaxFiles, gcHigh, gcLow := int32(5), int32(85), int32(80)
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
@@ -79,6 +80,7 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		ImageGCLowThresholdPercent:       &gcLow,
 		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
+		EnableProfilingHandler:           &profiling,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},

@@ -1,7 +1,7 @@
 // Package server is the kubelet's HTTPS API on :10250, the endpoints the API server and monitoring use
 // (upstream pkg/kubelet/server): /healthz, /pods, /containerLogs, /exec, /attach, /portForward (proxied to
-// the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types)
-// and /metrics (Prometheus).
+// the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types),
+// /metrics (Prometheus) and, with EnableProfiling, /debug/pprof/ (Go's profiles).
 //
 // Authentication is by client certificate only: the TLS handshake asks for one and verifies it against
 // the client CA (the cluster CA); a request without a verified certificate gets 401 Unauthorized, as
@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,7 +80,10 @@ type Config struct {
 	RootDir string
 	// Metrics is served on /metrics. Nil: a fresh metrics.New(NodeName, Runtime).
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// EnableProfiling serves Go's pprof profiles on /debug/pprof/ (KubeletConfiguration
+	// enableProfilingHandler), authorized as nodes/proxy like upstream's /debug paths.
+	EnableProfiling bool
+	Logger          *slog.Logger
 }
 
 // Server is the kubelet server. Create it with New and run it with Serve.
@@ -196,6 +200,13 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("GET /stats/summary", "stats", s.statsSummary)
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
+	if s.cfg.EnableProfiling {
+		handle("GET /debug/pprof/", "proxy", pprof.Index) // heap, goroutine, allocs, ... by name
+		handle("GET /debug/pprof/cmdline", "proxy", pprof.Cmdline)
+		handle("GET /debug/pprof/profile", "proxy", pprof.Profile)
+		handle("GET /debug/pprof/symbol", "proxy", pprof.Symbol)
+		handle("GET /debug/pprof/trace", "proxy", pprof.Trace)
+	}
 	return s.authenticate(mux)
 }
 
