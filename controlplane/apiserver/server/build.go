@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -278,16 +279,21 @@ func startRBAC(ctx context.Context, factory informers.SharedInformerFactory, cli
 	factory.Start(ctx.Done())
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := bootstrappolicy.Reconcile(client); err != nil {
-			slog.Warn("apiserver rbac bootstrap policy: retrying", "err", err)
+			msg := err.Error()
+			if i := strings.IndexByte(msg, '\n'); i > 0 {
+				msg = msg[:i] + " (and more)"
+			}
+			slog.Warn("apiserver rbac bootstrap policy: retrying", "err", msg)
 			return false, nil
 		}
 		return true, nil
 	})
-	if err != nil {
+	// a failed post-start hook ends the process: shutting down before the policy is in place is not one
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("rbac bootstrap policy: %w", err)
 	}
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
+		if !ok && ctx.Err() == nil {
 			return fmt.Errorf("rbac informer %v did not sync", typ)
 		}
 	}

@@ -226,21 +226,22 @@ func TestAccessControl(t *testing.T) {
 		must(eve.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sub-maker"},
 			Rules: []rbacv1.PolicyRule{{Verbs: []string{"create"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}}}}, metav1.CreateOptions{}))(t)
 		// binding a role eve does not hold is refused; with bind it is allowed
-		viewBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "eve-view"},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "mallory"}}}
-		if _, err := eve.RbacV1().RoleBindings(ns).Create(ctx, viewBinding, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("eve binds view: want 403, got %v", err)
+		readerBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mallory-reader"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "mallory"}}}
+		if _, err := eve.RbacV1().RoleBindings(ns).Create(ctx, readerBinding, metav1.CreateOptions{}); !apierrors.IsForbidden(err) ||
+			!strings.Contains(err.Error(), `{APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}`) {
+			t.Errorf("eve binds pod-reader: want 403 naming the missing rule, got %v", err)
 		}
 		role := must(s.Client.RbacV1().Roles(ns).Get(ctx, "role-maker", metav1.GetOptions{}))(t)
 		role.Rules = append(role.Rules, rbacv1.PolicyRule{Verbs: []string{"escalate"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}},
-			rbacv1.PolicyRule{Verbs: []string{"bind"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: []string{"view"}})
+			rbacv1.PolicyRule{Verbs: []string{"bind"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, ResourceNames: []string{"pod-reader"}})
 		must(s.Client.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{}))(t)
 		eventually(t, 10*time.Second, "eve with escalate creates secret-reader", func() error {
 			_, err := eve.RbacV1().Roles(ns).Create(ctx, secretsRole, metav1.CreateOptions{})
 			return err
 		})
-		eventually(t, 10*time.Second, "eve with bind binds view", func() error {
-			_, err := eve.RbacV1().RoleBindings(ns).Create(ctx, viewBinding, metav1.CreateOptions{})
+		eventually(t, 10*time.Second, "eve with bind binds pod-reader", func() error {
+			_, err := eve.RbacV1().RoleBindings(ns).Create(ctx, readerBinding, metav1.CreateOptions{})
 			return err
 		})
 	})

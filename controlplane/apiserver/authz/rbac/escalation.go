@@ -22,7 +22,7 @@ func (z *Authorizer) ConfirmNoEscalation(u user.Info, namespace string, rules []
 		return nil
 	}
 	var lines []string
-	for _, m := range missing {
+	for _, m := range compact(missing) {
 		lines = append(lines, compactString(m))
 	}
 	slices.Sort(lines)
@@ -32,6 +32,28 @@ func (z *Authorizer) ConfirmNoEscalation(u user.Info, namespace string, rules []
 		msg += fmt.Sprintf("; resolution errors: %v", resolveErr)
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// compact merges rules that differ only in their verbs (Covers breaks rules down to one verb each), as
+// kube-apiserver's CompactRules does for its message.
+func compact(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	index := map[string]int{}
+	for _, r := range rules {
+		key := fmt.Sprintf("%q|%q|%q|%q", r.APIGroups, r.Resources, r.ResourceNames, r.NonResourceURLs)
+		if i, ok := index[key]; ok {
+			for _, v := range r.Verbs {
+				if !slices.Contains(out[i].Verbs, v) {
+					out[i].Verbs = append(out[i].Verbs, v)
+				}
+			}
+			continue
+		}
+		index[key] = len(out)
+		r.Verbs = slices.Clone(r.Verbs)
+		out = append(out, r)
+	}
+	return out
 }
 
 // compactString renders one rule the way kube-apiserver's escalation message does:
