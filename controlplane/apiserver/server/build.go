@@ -20,9 +20,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -38,6 +36,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/authn"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authz"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authz/bootstrappolicy"
+	nodeauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/node"
 	rbacauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
@@ -115,7 +114,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(nodes)
-	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient)
+	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +122,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
+	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: loopback client: %w", err)
@@ -132,7 +132,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		Roles: rbacInformers.Rbac().V1().Roles().Lister(), RoleBindings: rbacInformers.Rbac().V1().RoleBindings().Lister(),
 		ClusterRoles: rbacInformers.Rbac().V1().ClusterRoles().Lister(), ClusterRoleBindings: rbacInformers.Rbac().V1().ClusterRoleBindings().Lister(),
 	}
-	if cfg.Authorization.Authorizer, err = authz.New(authz.Authorizer{PodsOnNode: podsOnNode(podStore)}, rbacRules); err != nil {
+	if cfg.Authorization.Authorizer, err = authz.New(nodeauthz.Authorizer{Graph: nodeGraph}, rbacRules); err != nil {
 		return nil, err
 	}
 	rbacStorage, err := rbacregistry.NewStorage(getter, &rbacregistry.Guard{Rules: rbacRules, Authorizer: cfg.Authorization.Authorizer})
@@ -151,6 +151,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(plainCore)
+	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
 	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, opts.DefaultTolerationSeconds)
+	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds)
 
 	gs, err := cfg.Complete(nil).New("nodekit-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -224,6 +225,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	gs.AddPostStartHookOrDie("nodekit-node-authorizer-graph", func(hc genericapiserver.PostStartHookContext) error {
+		return nodeauthz.Populate(hc.Context, loopback, nodeGraph)
+	})
 	gs.AddPostStartHookOrDie("rbac/bootstrap-roles", func(hc genericapiserver.PostStartHookContext) error {
 		return startRBAC(hc.Context, rbacInformers, loopback)
 	})
@@ -247,15 +251,36 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	return gs, nil
 }
 
-// podsOnNode lists a namespace's pods bound to a node from the pod storage (the watch cache).
-func podsOnNode(pods *store.REST) authz.PodsOnNode {
-	return func(ctx context.Context, namespace, node string) ([]corev1.Pod, error) {
-		obj, err := pods.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node)})
+// podGetter reads a pod from the pod storage (etcd: admission must see the latest binding).
+func podGetter(pods *store.REST) admission.PodGetter {
+	return func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		obj, err := pods.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		return obj.(*corev1.PodList).Items, nil
+		return obj.(*corev1.Pod), nil
+	}
+}
+
+// serviceAccountGetter reads a service account from its storage.
+func serviceAccountGetter(sas rest.Getter) func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	return func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+		obj, err := sas.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.ServiceAccount), nil
+	}
+}
+
+// nodeGetter reads a Node from the node storage.
+func nodeGetter(nodes *store.REST) admission.NodeGetter {
+	return func(ctx context.Context, name string) (*corev1.Node, error) {
+		obj, err := nodes.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Node), nil
 	}
 }
 
