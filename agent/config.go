@@ -120,8 +120,9 @@ type Paths struct {
 	// Images holds the image archives imported at start (ImagesDir, default <DataDir>/images).
 	Images string
 	// CNI is nodekit-cni's IPAM store (<DataDir>/cni); CNIBin the plugin's install directory
-	// (CNIBinDir, default <DataDir>/cni/bin).
-	CNI, CNIBin string
+	// (CNIBinDir, default <DataDir>/cni/bin); CNICache libcni's cache for the agent's own CNI calls
+	// (STATUS and GC, <DataDir>/cni/cache).
+	CNI, CNIBin, CNICache string
 	// Conflist is the conflist the agent writes (<CNIConfDir>/10-nodekit.conflist).
 	Conflist string
 	// KubeletRoot is the kubelet's state (RootDir, default <DataDir>/kubelet); KubeletPKI the kubelet
@@ -145,6 +146,7 @@ func (c Config) Paths() Paths {
 		Images:      or(c.ImagesDir, filepath.Join(c.DataDir, "images")),
 		CNI:         filepath.Join(c.DataDir, "cni"),
 		CNIBin:      or(c.CNIBinDir, filepath.Join(c.DataDir, "cni", "bin")),
+		CNICache:    filepath.Join(c.DataDir, "cni", "cache"),
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 	}

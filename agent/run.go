@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
 
+	cninetwork "github.com/nodekit/nodekit/cni/network"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
@@ -44,6 +45,10 @@ type agent struct {
 	client   kubernetes.Interface
 	rt       *cri.Client
 	recorder record.EventRecorder
+	// network is the pod network's CNI configuration and plugins, for the agent's own STATUS and GC.
+	network cninetwork.Network
+	// managed is true when the agent runs its own containerd (which it knows reads network).
+	managed bool
 }
 
 // Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
