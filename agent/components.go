@@ -39,8 +39,14 @@ func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
 		}
 		a.managed = true
 	}
+	// The network the runtime loads, for the agent's CNI STATUS and GC: the managed containerd's plugin
+	// dirs, an external runtime's when --cni-bin-dir names them, else where nodekit-cni would be.
 	a.network = cninetwork.Network{ConfDir: filepath.Dir(a.paths.Conflist), BinDirs: rcfg.CNIBinDirs, CacheDir: a.paths.CNICache}
-	if !a.managed {
+	a.checkNetwork = a.managed || a.cfg.CNIBinDir != ""
+	switch {
+	case !a.managed && a.cfg.CNIBinDir != "":
+		a.network.BinDirs = []string{a.cfg.CNIBinDir}
+	case !a.managed:
 		a.network.BinDirs = cniBinDirs(a.paths.CNIBin)
 	}
 	sup, err := containerd.New(ctx, rcfg)
@@ -111,9 +117,9 @@ func (a *agent) newNodeStatus(ctx context.Context) (*nodestatus.Controller, erro
 		return nil, err
 	}
 	var networkStatus func(context.Context) error
-	if a.managed {
-		// containerd 1.x reports NetworkReady from the config's presence alone; an external runtime's
-		// plugin dirs are not known to the agent, so there CRI Status alone decides.
+	if a.checkNetwork {
+		// containerd 1.x reports NetworkReady from the config's presence alone; where the agent does not
+		// know an external runtime's plugin dir, CRI Status alone decides.
 		networkStatus = func(ctx context.Context) error {
 			if err := a.network.Status(ctx); err != nil && !errors.Is(err, cninetwork.ErrNoConfig) {
 				return err

@@ -57,7 +57,9 @@ type Config struct {
 	// RootDir is the kubelet's state directory (--root-dir); empty: Paths().KubeletRoot.
 	RootDir string
 	// CNIBinDir is where nodekit-cni is installed for the managed containerd (--cni-bin-dir); empty:
-	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it.
+	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it. With an external runtime
+	// (ContainerRuntimeEndpoint) it names that runtime's CNI plugin dir: the agent then checks the
+	// network's plugins there (CNI STATUS, in the node's Ready condition) and runs CNI GC with them.
 	CNIBinDir string
 	// CNIConfDir is where the conflist is written once the Node has a podCIDR (--cni-conf-dir).
 	CNIConfDir string

@@ -47,8 +47,9 @@ type agent struct {
 	recorder record.EventRecorder
 	// network is the pod network's CNI configuration and plugins, for the agent's own STATUS and GC.
 	network cninetwork.Network
-	// managed is true when the agent runs its own containerd (which it knows reads network).
-	managed bool
+	// managed is true when the agent runs its own containerd; checkNetwork when the agent knows the
+	// runtime's plugin dirs (managed, or --cni-bin-dir given) and checks the network's CNI STATUS.
+	managed, checkNetwork bool
 }
 
 // Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
