@@ -43,4 +43,3 @@ func NodekitConfList(t testing.TB) []byte {
 	}
 	return []byte(strings.NewReplacer(sentinelSubnet, "SUBNET", sentinelBridge, "BRIDGE", sentinelData, "IPAMDIR").Replace(string(b)))
 }
-
