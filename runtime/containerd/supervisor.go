@@ -70,8 +70,8 @@ type Config struct {
 	// StopTimeout is the grace period between SIGTERM and SIGKILL on Stop; default 10 s.
 	StopTimeout time.Duration
 	// RestartBackoff is the first delay before restarting a containerd that exited, doubling on each
-	// quick exit up to 30 s and reset after a minute of uptime; default 1 s.
-	RestartBackoff time.Duration
+	// quick exit up to MaxRestartBackoff and reset after a minute of uptime; defaults 1 s and 30 s.
+	RestartBackoff, MaxRestartBackoff time.Duration
 	// ImagesDir, when set, is imported into the k8s.io namespace by Start once the runtime answers
 	// (Importer.ImportDir: every *.tar archive, the k3s airgap convention); a missing directory imports
 	// nothing. The runtime behind an external Endpoint must be containerd for this.
@@ -127,6 +127,9 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	}
 	if s.cfg.RestartBackoff <= 0 {
 		s.cfg.RestartBackoff = time.Second
+	}
+	if s.cfg.MaxRestartBackoff <= 0 {
+		s.cfg.MaxRestartBackoff = 30 * time.Second
 	}
 	if s.cfg.StopTimeout <= 0 {
 		s.cfg.StopTimeout = 10 * time.Second
@@ -486,7 +489,7 @@ func (s *Supervisor) supervise(p *process) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
+			backoff = min(2*backoff, s.cfg.MaxRestartBackoff)
 			np, err := s.spawn()
 			if err != nil {
 				s.log.Error("containerd restart failed", "err", err, "backoff", backoff)
