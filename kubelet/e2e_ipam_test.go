@@ -35,7 +35,10 @@ func TestIPAMMatchesPodsAfterContainerdKills(t *testing.T) {
 	if testing.Short() {
 		kills = 5
 	}
-	var live []string
+	// The kubelet runs (its runtime manager asked containerd for its version) once a first pod runs.
+	n.create(n.demoPod("first"))
+	n.waitPod("first", 120*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	live := []string{"first"}
 	deleted := 0
 	start := time.Now()
 	for i := 0; i < kills; i++ {
@@ -69,7 +72,7 @@ func TestIPAMMatchesPodsAfterContainerdKills(t *testing.T) {
 		podIPs[name] = p.Status.PodIP
 	}
 	for i := 0; i < kills; i++ {
-		if name := fmt.Sprintf("churn-%d", i); podIPs[name] == "" {
+		if name := fmt.Sprintf("churn-%d", i); podIPs[name] == "" && name != "first" {
 			n.waitGone(name, 120*time.Second)
 		}
 	}

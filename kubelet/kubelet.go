@@ -223,9 +223,9 @@ func (k *Kubelet) networkGC(ctx context.Context) {
 	ran, err := k.runtime.NetworkGC(ctx, k.cfg.NetworkGC)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		k.log.Warn("pod network garbage collection", "node", k.cfg.NodeName, "err", err)
+		k.log.Warn("pod network garbage collection", "err", err)
 	case !ran:
-		k.log.Debug("pod network garbage collection deferred: a sandbox is being created", "node", k.cfg.NodeName)
+		k.log.Debug("pod network garbage collection deferred: a sandbox is being created")
 	}
 }
 
