@@ -180,7 +180,7 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if err != nil {
 		return err
 	}
-	ns, err := a.newNodeStatus(ctx)
+	ns, err := a.newNodeStatus(ctx, kl)
 	if err != nil {
 		return err
 	}
