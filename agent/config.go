@@ -63,7 +63,9 @@ type Config struct {
 	// RootDir is the kubelet's state directory (--root-dir); empty: Paths().KubeletRoot.
 	RootDir string
 	// CNIBinDir is where nodekit-cni is installed for the managed containerd (--cni-bin-dir); empty:
-	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it.
+	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it. With an external runtime
+	// (ContainerRuntimeEndpoint) it names that runtime's CNI plugin dir: the agent then checks the
+	// network's plugins there (CNI STATUS, in the node's Ready condition) and runs CNI GC with them.
 	CNIBinDir string
 	// CNIConfDir is where the conflist is written once the Node has a podCIDR (--cni-conf-dir).
 	CNIConfDir string
@@ -134,8 +136,9 @@ type Paths struct {
 	// Images holds the image archives imported at start (ImagesDir, default <DataDir>/images).
 	Images string
 	// CNI is nodekit-cni's IPAM store (<DataDir>/cni); CNIBin the plugin's install directory
-	// (CNIBinDir, default <DataDir>/cni/bin).
-	CNI, CNIBin string
+	// (CNIBinDir, default <DataDir>/cni/bin); CNICache libcni's cache for the agent's own CNI calls
+	// (STATUS and GC, <DataDir>/cni/cache).
+	CNI, CNIBin, CNICache string
 	// Conflist is the conflist the agent writes (<CNIConfDir>/10-nodekit.conflist).
 	Conflist string
 	// KubeletRoot is the kubelet's state (RootDir, default <DataDir>/kubelet); KubeletPKI the kubelet
@@ -159,6 +162,7 @@ func (c Config) Paths() Paths {
 		Images:      or(c.ImagesDir, filepath.Join(c.DataDir, "images")),
 		CNI:         filepath.Join(c.DataDir, "cni"),
 		CNIBin:      or(c.CNIBinDir, filepath.Join(c.DataDir, "cni", "bin")),
+		CNICache:    filepath.Join(c.DataDir, "cni", "cache"),
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 	}

@@ -50,7 +50,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.NodeIP, FlagNodeIP, c.NodeIP, "InternalIP of the node (default: the address of the default-route interface)")
 	fs.Var(labelsValue{&c.NodeLabels}, FlagNodeLabels, "labels added at registration: key=value,...")
 	fs.StringVar(&c.RootDir, FlagRootDir, c.RootDir, "kubelet state directory (default <data-dir>/kubelet)")
-	fs.StringVar(&c.CNIBinDir, FlagCNIBinDir, c.CNIBinDir, "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too)")
+	fs.StringVar(&c.CNIBinDir, FlagCNIBinDir, c.CNIBinDir, "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too); with --container-runtime-endpoint, that runtime's CNI plugin dir, which the agent then checks for the node's Ready condition")
 	fs.StringVar(&c.CNIConfDir, FlagCNIConfDir, c.CNIConfDir, "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&c.ClusterCIDR, FlagClusterCIDR, c.ClusterCIDR, "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&c.ImagesDir, FlagImagesDir, c.ImagesDir, "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")

@@ -23,6 +23,7 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	cninetwork "github.com/nodekit/nodekit/cni/network"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
@@ -51,6 +52,11 @@ type agent struct {
 	recorder record.EventRecorder
 	// memoryLimit is GoMemoryLimit in bytes (0: none).
 	memoryLimit int64
+	// network is the pod network's CNI configuration and plugins, for the agent's own STATUS and GC.
+	network cninetwork.Network
+	// managed is true when the agent runs its own containerd; checkNetwork when the agent knows the
+	// runtime's plugin dirs (managed, or --cni-bin-dir given) and checks the network's CNI STATUS.
+	managed, checkNetwork bool
 }
 
 // Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
