@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
 
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
@@ -177,11 +178,11 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if err != nil {
 		return err
 	}
-	srv, err := a.newServer(kl, m)
+	px, err := a.newProxy()
 	if err != nil {
 		return err
 	}
-	px, err := a.newProxy()
+	srv, err := a.newServer(kl, m, px)
 	if err != nil {
 		return err
 	}
@@ -219,16 +220,21 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		slog.Info("service proxy disabled (--"+FlagDisableProxy+")", "node", a.nodeName)
 		return nil, nil
 	}
-	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr})
+	pc := proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr}
+	if a.cfg.TuneProxy != nil {
+		a.cfg.TuneProxy(&pc)
+	}
+	px, err := proxy.New(pc)
 	if err != nil {
 		return nil, fmt.Errorf("service proxy: %w", err)
 	}
 	return px, nil
 }
 
-// newServer makes the kubelet server (:10250) over kl.
-func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Server, error) {
+// newServer makes the kubelet server (:10250) over kl; it serves px's status (proxystatus), or
+// Disabled when the node runs no proxy.
+func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier) (*server.Server, error) {
 	kc := &a.cfg.Kubelet
 	clientCA, err := loadClientCA(kc.Authentication.X509.ClientCAFile, a.rest)
 	if err != nil {
@@ -239,6 +245,14 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Serv
 		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
 		Authorizer: server.GroupAuthorizer{"system:masters"},
 		Pods:       kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
-		Metrics: m,
+		Metrics: m, ProxyStatus: proxyStatus(a.nodeName, px),
 	})
+}
+
+// proxyStatus is what the kubelet server publishes about the node's proxy px (nil: disabled).
+func proxyStatus(node string, px *proxy.Proxier) func() proxystatus.Status {
+	if px == nil {
+		return func() proxystatus.Status { return proxystatus.Status{Node: node, Disabled: true} }
+	}
+	return px.Status
 }

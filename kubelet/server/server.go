@@ -1,7 +1,8 @@
 // Package server is the kubelet's HTTPS API on :10250, the endpoints the API server and monitoring use
 // (upstream pkg/kubelet/server): /healthz, /pods, /containerLogs, /exec, /attach, /portForward (proxied to
 // the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types)
-// and /metrics (Prometheus).
+// /metrics (Prometheus), and nodekit's /serviceproxy (internal/proxystatus: what the node's service proxy
+// programmed) when the agent gives it.
 //
 // Authentication is by client certificate only: the TLS handshake asks for one and verifies it against
 // the client CA (the cluster CA); a request without a verified certificate gets 401 Unauthorized, as
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/util/cert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
@@ -78,7 +80,10 @@ type Config struct {
 	RootDir string
 	// Metrics is served on /metrics. Nil: a fresh metrics.New(NodeName, Runtime).
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// ProxyStatus, when set, is served as JSON on proxystatus.Path (authorized as nodes/proxy): what the
+	// node's service proxy has programmed. Nil: that path answers 404, as on an upstream kubelet.
+	ProxyStatus func() proxystatus.Status
+	Logger      *slog.Logger
 }
 
 // Server is the kubelet server. Create it with New and run it with Serve.
@@ -185,6 +190,12 @@ func (s *Server) routes() http.Handler {
 		handle(p, "proxy", s.portForward)
 	}
 	handle("GET /stats/summary", "stats", s.statsSummary)
+	if s.cfg.ProxyStatus != nil {
+		handle("GET "+proxystatus.Path, "proxy", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(s.cfg.ProxyStatus())
+		})
+	}
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	return s.authenticate(mux)
 }
