@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/internal/proxystatus"
 )
@@ -19,7 +20,7 @@ func TestProxyVerdict(t *testing.T) {
 	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", ResourceVersion: "20", CreationTimestamp: at(0)},
 		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.10", Selector: map[string]string{"app": "web"}}}
 	slice := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", ResourceVersion: "31", CreationTimestamp: at(1),
-		ManagedFields: []metav1.ManagedFieldsEntry{{Time: ptr(at(30))}}},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Time: ptr.To(at(30))}}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}}}}
 	pod := basePod(v1.ContainerState{Running: &v1.ContainerStateRunning{}})
 	setReady(pod)
@@ -82,5 +83,3 @@ func TestProxyVerdict(t *testing.T) {
 		t.Errorf("behind() compares resourceVersions wrongly")
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
