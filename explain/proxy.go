@@ -196,6 +196,9 @@ func proxySteps(f ServiceFacts) []Step {
 		default:
 			st.Time, st.Detail = np.Status.LastSync, lag
 		}
+		if !np.Ready {
+			st.Detail = "node NotReady (left to nodekit explain node); " + st.Detail
+		}
 		steps = append(steps, st)
 	}
 	return steps
