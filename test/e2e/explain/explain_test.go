@@ -201,14 +201,17 @@ func crashLoop(t *testing.T, c *cluster) {
 	if !hasStep(r, explain.ComponentKubelet, "container demo exited") {
 		t.Errorf("timeline lacks the last termination")
 	}
-	// The kubelet API (pods/log) is optional; on this harness no kubelet server runs, and the fetch
-	// stays within its bound.
+	// The log tail comes through the kubelet API (pods/log), within its bound.
 	start := time.Now()
-	if _, err := c.explainer.Pod(context.Background(), ns, p.Name); err != nil {
+	r, err := c.explainer.Pod(context.Background(), ns, p.Name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > explain.DefaultLogTimeout+3*time.Second {
-		t.Errorf("explain with an unreachable kubelet API took %v, bound %v", took, explain.DefaultLogTimeout)
+		t.Errorf("explain with the kubelet API's log fetch took %v, bound %v", took, explain.DefaultLogTimeout)
+	}
+	if !hasStep(r, explain.ComponentRuntime, "logs demo") || !strings.Contains(r.Verdict.Message, "last log line: ") {
+		t.Errorf("no log tail through the kubelet API: %+v", r.Verdict)
 	}
 }
 
