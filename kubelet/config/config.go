@@ -35,7 +35,7 @@ const (
 // Supported lists the top-level KubeletConfiguration fields (their JSON names) that nodekit acts on.
 var Supported = []string{
 	"apiVersion", "kind",
-	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
+	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "serverTLSBootstrap", "authentication",
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
 	"clusterDNS", "clusterDomain",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
@@ -45,12 +45,15 @@ var Supported = []string{
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
 // supports (k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1 SetDefaults_KubeletConfiguration), except
-// that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
-// and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
+// that anonymous authentication is off (nodekit's kubelet server always requires a client certificate),
+// serverTLSBootstrap is on (the kubelet asks the cluster CA for its serving certificate, which nodekit's
+// API server verifies; it serves a self-signed one until the CSR is signed) and containerRuntimeEndpoint
+// is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
 	anonymous := false
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
+		ServerTLSBootstrap:        true,
 		Address:                   "0.0.0.0",
 		Port:                      10250,
 		PodLogsDir:                "/var/log/pods",

@@ -144,9 +144,14 @@ func TestParseTaintsAndLabels(t *testing.T) {
 			t.Errorf("ParseTaints(%q) error = %v", bad, err)
 		}
 	}
-	l, err := ParseLabels("node-role.kubernetes.io/worker=,zone=a")
-	if err != nil || !reflect.DeepEqual(l, map[string]string{"node-role.kubernetes.io/worker": "", "zone": "a"}) {
+	l, err := ParseLabels("node.kubernetes.io/pool=x,zone=a,topology.kubernetes.io/zone=z1")
+	if err != nil || !reflect.DeepEqual(l, map[string]string{"node.kubernetes.io/pool": "x", "zone": "a", "topology.kubernetes.io/zone": "z1"}) {
 		t.Errorf("ParseLabels = %v, %v", l, err)
+	}
+	for _, restricted := range []string{"node-role.kubernetes.io/worker=", "node-restriction.kubernetes.io/pool=secure", "example.k8s.io/x=y"} {
+		if _, err := ParseLabels(restricted); err == nil || !strings.Contains(err.Error(), "NodeRestriction refuses them") {
+			t.Errorf("ParseLabels(%s) error = %v, want the NodeRestriction refusal", restricted, err)
+		}
 	}
 	if _, err := ParseLabels("zone"); err == nil || !strings.Contains(err.Error(), `label "zone"`) {
 		t.Errorf("ParseLabels(zone) error = %v", err)
