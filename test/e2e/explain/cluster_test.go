@@ -11,6 +11,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +81,21 @@ func startCluster(t *testing.T) *cluster {
 
 	cfg := agentfw.Config(t, c.node, c.rt, c.api)
 	cfg.Logger = log
-	// The API server reaches the kubelet API (pods/log, the proxy status) on the node's InternalIP.
+	// The API server reaches the kubelet API (pods/log, the proxy status) on the node's InternalIP and
+	// verifies its serving certificate against the cluster CA.
 	cfg.NodeIP = "127.0.0.1"
+	kp, err := apiserver.IssueKubeletServingCert(c.api.DataDir, c.node, net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	cfg.Kubelet.TLSCertFile, cfg.Kubelet.TLSPrivateKeyFile = filepath.Join(certDir, "kubelet.crt"), filepath.Join(certDir, "kubelet.key")
+	if err := os.WriteFile(cfg.Kubelet.TLSCertFile, kp.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Kubelet.TLSPrivateKeyFile, kp.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The node's proxy runs, writing its rules into a namespace of the test's own; it syncs every
 	// proxySyncPeriod and never sooner, so a change stays unprogrammed for a while after a sync.
 	proxyNS, err := testutils.NewNS()
