@@ -105,6 +105,10 @@ type Config struct {
 	// TuneKubelet, when set, adjusts the in-process kubelet's settings that have no flag (periods and
 	// back-offs shortened by tests) before it is built.
 	TuneKubelet func(*kubelet.Config) `json:"-"`
+	// TuneProxy, when set, adjusts the service proxy's settings that have no agent flag (sync periods, the
+	// network namespace its rules go to: tests run a node's proxy in a namespace of their own) before it
+	// is built.
+	TuneProxy func(*proxy.Config) `json:"-"`
 	// OnKubelet, when set, is called with the kubelet once it is built, before it runs.
 	OnKubelet func(*kubelet.Kubelet) `json:"-"`
 	// ProxyNetNS, when set, is the network namespace the service proxy writes its rules in (benchmarks

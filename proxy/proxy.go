@@ -28,12 +28,14 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/proxy/ipvs"
 	"github.com/nodekit/nodekit/proxy/nftables"
@@ -130,6 +132,9 @@ type Proxier struct {
 	mu           sync.Mutex
 	lastSync     time.Time
 	applied      *state.Snapshot
+	programmed   []proxystatus.Service
+	lastErr      error
+	lastErrTime  time.Time
 	lastProblems []state.Problem
 }
 
@@ -256,6 +261,49 @@ func (p *Proxier) LastSync() time.Time {
 	return p.lastSync
 }
 
+// Status returns what the last successful sync programmed (proxystatus.Status: every Service with its
+// and its EndpointSlices' resourceVersions, the sync's time) and the last sync's error if it failed. The
+// agent serves it on the kubelet API for `nodekit explain service`.
+func (p *Proxier) Status() proxystatus.Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := proxystatus.Status{Node: p.cfg.NodeName, Mode: string(p.cfg.Mode), LastSync: p.lastSync, Services: p.programmed}
+	if p.lastErr != nil {
+		st.LastError, st.LastErrorTime = p.lastErr.Error(), p.lastErrTime
+	}
+	return st
+}
+
+// programmedServices lists the Services one sync was computed from, each with the resourceVersions of
+// its object and of its (non-headless) EndpointSlices, and the problems that skipped some of its ports.
+func programmedServices(svcs []*v1.Service, sls []*discovery.EndpointSlice, probs []state.Problem) []proxystatus.Service {
+	idx := make(map[types.NamespacedName]int, len(svcs))
+	out := make([]proxystatus.Service, 0, len(svcs))
+	for _, s := range svcs {
+		idx[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = len(out)
+		out = append(out, proxystatus.Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion})
+	}
+	for _, sl := range sls {
+		i, ok := idx[types.NamespacedName{Namespace: sl.Namespace, Name: sl.Labels[discovery.LabelServiceName]}]
+		if !ok {
+			continue
+		}
+		if out[i].EndpointSlices == nil {
+			out[i].EndpointSlices = map[string]string{}
+		}
+		out[i].EndpointSlices[sl.Name] = sl.ResourceVersion
+	}
+	for _, pr := range probs {
+		if i, ok := idx[pr.Service]; ok {
+			out[i].Problems = append(out[i].Problems, strings.TrimPrefix(pr.Port+": "+pr.Reason, ": "))
+		}
+	}
+	slices.SortFunc(out, func(a, b proxystatus.Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out
+}
+
 func (p *Proxier) requestSync() {
 	select {
 	case p.trigger <- struct{}{}:
@@ -365,14 +413,20 @@ func (p *Proxier) syncOnce(ctx context.Context, full bool) error {
 		return err
 	})
 	took := time.Since(start)
+	now := time.Now()
 	if err != nil {
 		p.metrics.syncErrors.Inc()
+		p.mu.Lock()
+		p.lastErr, p.lastErrTime = err, now
+		p.mu.Unlock()
 		return err
 	}
-	now := time.Now()
+	programmed := programmedServices(svcs, sls, snap.Problems)
 	p.mu.Lock()
 	p.lastSync = now
 	p.applied = snap
+	p.programmed = programmed
+	p.lastErr, p.lastErrTime = nil, time.Time{}
 	p.mu.Unlock()
 	p.metrics.observeSync(took, now, rules, len(snap.Ports))
 	p.log.Debug("synced", "full", full, "servicePorts", len(snap.Ports), "rules", rules, "took", took)

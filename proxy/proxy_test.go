@@ -17,12 +17,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/ipvs"
 	"github.com/nodekit/nodekit/proxy/nftables"
+	"github.com/nodekit/nodekit/proxy/state"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -255,5 +257,25 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want error containing %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestProgrammedServices: the status lists each Service of a sync with its and its slices'
+// resourceVersions (headless slices were dropped before), and the problems that skipped its ports.
+func TestProgrammedServices(t *testing.T) {
+	svc := func(ns, name, rv string) *v1.Service {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	}
+	sl := func(ns, name, svc, rv string) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv,
+			Labels: map[string]string{discovery.LabelServiceName: svc}}}
+	}
+	got := programmedServices([]*v1.Service{svc("b", "web", "7"), svc("a", "db", "3")},
+		[]*discovery.EndpointSlice{sl("b", "web-1", "web", "8"), sl("b", "web-2", "web", "9"), sl("a", "orphan-1", "orphan", "4")},
+		[]state.Problem{{Service: types.NamespacedName{Namespace: "a", Name: "db"}, Port: "x", Reason: "bad protocol"}})
+	if len(got) != 2 || got[0].Name != "db" || got[0].ResourceVersion != "3" || len(got[0].EndpointSlices) != 0 ||
+		len(got[0].Problems) != 1 || got[0].Problems[0] != "x: bad protocol" ||
+		got[1].Name != "web" || got[1].EndpointSlices["web-1"] != "8" || got[1].EndpointSlices["web-2"] != "9" {
+		t.Fatalf("programmedServices = %+v", got)
 	}
 }
