@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +41,8 @@ func main() {
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
 	flag.IntVar(&batchChains, "batch-chains", 0, "chains per iptables-restore run (0: the proxy's default, -1: one run per sync)")
 	flag.StringVar(&mode, "mode", "iptables", "backend: iptables or nftables")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile (alloc_space) at the end of the run to this file")
 	flag.Parse()
 	if mode != "iptables" && mode != "nftables" {
 		fail(fmt.Errorf("-mode %q is not iptables or nftables", mode))
@@ -52,6 +56,28 @@ func main() {
 		fmt.Println("nodekit proxy (nftables mode, nf_tables netlink) — Services × 3 endpoints, in a fresh network namespace")
 	} else {
 		fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			if err != nil {
+				fail(err)
+			}
+		}()
 	}
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
