@@ -117,6 +117,7 @@ type Proxier struct {
 	log     *slog.Logger
 	backend backend
 	opts    state.Options
+	cache   state.Cache // only the sync loop uses it
 	metrics *metrics
 
 	factory  informers.SharedInformerFactory
@@ -355,7 +356,7 @@ func (p *Proxier) syncOnce(ctx context.Context, full bool) error {
 		_, headless := s.Labels[v1.IsHeadlessService]
 		return headless
 	})
-	snap := state.Compute(svcs, sls, p.opts)
+	snap := p.cache.Compute(svcs, sls, p.opts)
 	p.reportProblems(snap.Problems)
 
 	var rules map[string]int

@@ -174,13 +174,14 @@ func run(ctx context.Context, n, changes int) error {
 	svcs, slices := objects(n)
 	return node.Do(func(ns.NetNS) error {
 		opts := state.Options{NodeName: "bench-node"}
+		var cache state.Cache // as the proxy's: a change recomputes only its Service
 		s, err := newBackend()
 		if err != nil {
 			return err
 		}
 		sync := func(syncer backend, full bool) (time.Duration, int, error) {
 			start := time.Now()
-			snap := state.Compute(svcs, slices, opts)
+			snap := cache.Compute(svcs, slices, opts)
 			what, written, err := syncer(ctx, snap, full)
 			if full && err == nil {
 				fmt.Printf("%d services: %s\n", n, what)
