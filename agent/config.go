@@ -30,8 +30,10 @@ const (
 	DefaultClusterCIDR = podnet.DefaultClusterCIDR
 	// DefaultCNIConfDir is where the agent writes its conflist (the directory containerd's CRI reads).
 	DefaultCNIConfDir = "/etc/cni/net.d"
-	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
+	// DefaultProxyMetricsAddr is the service proxy's /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
+	// DefaultProxyHealthzAddr is the service proxy's /healthz and /livez address (kube-proxy's).
+	DefaultProxyHealthzAddr = "0.0.0.0:10256"
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).
@@ -74,9 +76,12 @@ type Config struct {
 	DisableProxy bool
 	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
 	ProxyMode proxy.Mode
-	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
+	// ProxyMetricsAddr is the proxy's /metrics and /debug/services host:port (--proxy-metrics-bind-address);
 	// empty disables them.
 	ProxyMetricsAddr string
+	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
+	// disables them.
+	ProxyHealthzAddr string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -106,6 +111,7 @@ func Default() Config {
 		ClusterCIDR:      DefaultClusterCIDR,
 		ProxyMode:        proxy.ModeIPTables,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
+		ProxyHealthzAddr: DefaultProxyHealthzAddr,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }

@@ -30,6 +30,7 @@ const (
 	FlagDisableProxy     = "disable-proxy"
 	FlagProxyMode        = "proxy-mode"
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
+	FlagProxyHealthzAddr = "proxy-healthz-bind-address"
 )
 
 // Flags is a Config bound to a flag set by BindFlags.
@@ -58,7 +59,8 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.CAHash, FlagCAHash, c.CAHash, "sha256:<hex> of the cluster CA's public key (printed by 'nodekit token create'; default $NODEKIT_CA_HASH); required with --token")
 	fs.BoolVar(&c.DisableProxy, FlagDisableProxy, c.DisableProxy, "do not run the service proxy (when another kube-proxy serves this node)")
 	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables, ipvs or nftables")
-	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /healthz and /metrics; empty disables")
+	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /metrics and /debug/services; empty disables")
+	fs.StringVar(&c.ProxyHealthzAddr, FlagProxyHealthzAddr, c.ProxyHealthzAddr, "host:port of the proxy's /healthz and /livez (kube-proxy's --healthz-bind-address); empty disables")
 	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
 }
 

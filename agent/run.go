@@ -220,7 +220,7 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		return nil, nil
 	}
 	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr})
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, HealthzAddr: a.cfg.ProxyHealthzAddr})
 	if err != nil {
 		return nil, fmt.Errorf("service proxy: %w", err)
 	}
