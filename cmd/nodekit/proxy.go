@@ -16,8 +16,8 @@ import (
 func init() {
 	var (
 		kubeconfig, mode, clusterCIDR, nodeName, metricsAddr, healthzAddr, scheduler string
-		minSync, syncPeriod                                             time.Duration
-		cleanup, localhostNodePorts                                     bool
+		minSync, syncPeriod                                                          time.Duration
+		cleanup, localhostNodePorts                                                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
