@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -229,10 +230,22 @@ var syncRE = regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_duration_second
 
 // scrape reads the IPv4 sync histogram's sum and count from the proxy's /metrics inside its namespace.
 func (r *running) scrape() (sum float64, count int, ok bool) {
+	// The connection is made on the goroutine inside Do (its socket belongs to the namespace);
+	// http.Transport would dial on a goroutine of its own, in the host's namespace.
 	var body []byte
 	_ = r.netNS.Do(func(ns.NetNS) error {
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := c.Get("http://127.0.0.1:10249/metrics")
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:10249", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+		req.Close = true
+		if err := req.Write(conn); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 		if err != nil {
 			return err
 		}

@@ -93,7 +93,17 @@ func main() {
 var (
 	batchChains int
 	mode        string
+	lastCPU     time.Duration // CPU time of the last sync
 )
+
+// cpuTime returns the user + system CPU time of this process and its waited-for children (iptables-restore).
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
 
 // backend is one proxy backend under measurement: sync writes snap and describes what it wrote, with the
 // number of chains it (re)wrote.
@@ -180,20 +190,24 @@ func run(ctx context.Context, n, changes int) error {
 			return err
 		}
 		sync := func(syncer backend, full bool) (time.Duration, int, error) {
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime()
 			snap := cache.Compute(svcs, slices, opts)
 			what, written, err := syncer(ctx, snap, full)
+			took := time.Since(start)
+			// CPU time (user + system: nf_tables and iptables-restore work in the kernel counts) does not grow
+			// with the machine's load the way wall time does.
+			lastCPU = cpuTime() - cpu0
 			if full && err == nil {
 				fmt.Printf("%d services: %s\n", n, what)
 			}
-			return time.Since(start), written, err
+			return took, written, err
 		}
 		first, _, err := sync(s, true)
 		if err != nil {
 			return err
 		}
 		// Each figure is printed as soon as it is measured: a 10k run can take many minutes on a loaded box.
-		fmt.Printf("%d services: first sync %s\n", n, first.Round(time.Millisecond))
+		fmt.Printf("%d services: first sync %s (CPU %s)\n", n, first.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
 		// A restart: a new Syncer rewrites every chain over the existing ones.
 		s2, err := newBackend()
 		if err != nil {
@@ -203,8 +217,8 @@ func run(ctx context.Context, n, changes int) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%d services: full resync over existing rules %s\n", n, full.Round(time.Millisecond))
-		var times []time.Duration
+		fmt.Printf("%d services: full resync over existing rules %s (CPU %s)\n", n, full.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
+		var times, cpus []time.Duration
 		for c := 0; c < changes; c++ {
 			i := (c * 7919) % n
 			slices[i] = slice(svcs[i].Name, i, c+1)
@@ -216,11 +230,18 @@ func run(ctx context.Context, n, changes int) error {
 				return fmt.Errorf("one change rewrote %d chains; partial sync is not partial", written)
 			}
 			times = append(times, d)
-			fmt.Printf("%d services: one change %s\n", n, d.Round(time.Millisecond))
+			cpus = append(cpus, lastCPU)
+			fmt.Printf("%d services: one change %s (CPU %s)\n", n, d.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
 		}
 		sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+		sort.Slice(cpus, func(a, b int) bool { return cpus[a] < cpus[b] })
 		p50 := times[len(times)/2]
-		fmt.Printf("%d services: one change p50 %s = %.2f × full resync\n", n, p50.Round(time.Millisecond), float64(p50)/float64(full))
+		fmt.Printf("%d services: one change p50 %s (CPU p50 %s) = %.2f × full resync\n", n, p50.Round(time.Millisecond),
+			cpus[len(cpus)/2].Round(time.Millisecond), float64(p50)/float64(full))
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			fmt.Printf("%d services: peak RSS of the bench process %d MiB\n", n, ru.Maxrss/1024)
+		}
 		return nil
 	})
 }
