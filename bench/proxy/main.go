@@ -41,6 +41,7 @@ func main() {
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
 	flag.IntVar(&batchChains, "batch-chains", 0, "chains per iptables-restore run (0: the proxy's default, -1: one run per sync)")
 	flag.StringVar(&mode, "mode", "iptables", "backend: iptables or nftables")
+	flag.IntVar(&batchMessages, "batch-messages", 0, "netlink messages per nftables transaction (0: the proxy's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile (alloc_space) at the end of the run to this file")
 	flag.Parse()
@@ -91,9 +92,10 @@ func main() {
 }
 
 var (
-	batchChains int
-	mode        string
-	lastCPU     time.Duration // CPU time of the last sync
+	batchChains   int
+	batchMessages int
+	mode          string
+	lastCPU       time.Duration // CPU time of the last sync
 )
 
 // cpuTime returns the user + system CPU time of this process and its waited-for children (iptables-restore).
@@ -116,6 +118,7 @@ func newBackend() (backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.BatchMessages = batchMessages
 		return func(ctx context.Context, snap *state.Snapshot, full bool) (string, int, error) {
 			r, err := s.Sync(ctx, snap, full)
 			return fmt.Sprintf("%d rules, %d chains, %d map elements, %d netlink messages in %d transactions",
