@@ -49,7 +49,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	full := Default()
 	full.DataDir, full.Server, full.Kubeconfig = "/srv/nk", "https://10.0.0.1:6443", "/srv/nk/agent/kubelet.kubeconfig"
 	full.NodeName, full.NodeIP = "n1", "10.0.0.11"
-	full.NodeLabels = map[string]string{"zone": "a", "node-role.kubernetes.io/worker": ""}
+	full.NodeLabels = map[string]string{"zone": "a", "node.kubernetes.io/pool": "workers"}
 	full.RootDir, full.CNIBinDir, full.CNIConfDir = "/srv/kubelet", "/srv/cni/bin", "/srv/net.d"
 	full.ClusterCIDR, full.ImagesDir = "10.42.0.0/16", "/srv/images"
 	full.Token, full.CAHash = "abcdef.0123456789abcdef", "sha256:00ff"

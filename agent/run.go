@@ -27,6 +27,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/server"
+	"github.com/nodekit/nodekit/kubelet/servingcert"
 	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/proxy"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -173,7 +174,7 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if err != nil {
 		return err
 	}
-	ns, err := a.newNodeStatus(ctx)
+	ns, err := a.newNodeStatus(ctx, kl)
 	if err != nil {
 		return err
 	}
@@ -207,6 +208,25 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 				return gctx.Err()
 			}
 			return src.Run(gctx)
+		})
+	}
+	if kc.ServerTLSBootstrap && kc.TLSCertFile == "" {
+		g.Go(func() error {
+			select { // the approver checks the certificate's names against the Node's addresses
+			case <-ns.Registered():
+			case <-gctx.Done():
+				return nil
+			}
+			pair, err := servingcert.Obtain(gctx, servingcert.Config{Client: a.client, NodeName: a.nodeName,
+				DNSNames: []string{a.nodeName}, IPs: []net.IP{a.nodeIP}, Dir: a.paths.KubeletPKI})
+			if err != nil {
+				if gctx.Err() == nil {
+					slog.Warn("kubelet serving certificate not obtained; serving the self-signed one", "node", a.nodeName, "err", err)
+				}
+				return nil
+			}
+			srv.SetCertificate(pair)
+			return nil
 		})
 	}
 	sdnotify.Notify(gctx, Command, ns.Registered())

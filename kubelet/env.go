@@ -239,7 +239,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // makeMounts maps the container's volumeMounts to CRI mounts on the volumes' host paths (subPath and
-// subPathExpr joined below them, created when missing) and adds the kubelet-managed /etc/hosts for pods
+// subPathExpr resolved beneath them, created when missing, and bind-mounted by volumes.SubPath, so a
+// symlink can never lead outside the volume) and adds the kubelet-managed /etc/hosts for pods
 // not on the host network.
 func (k *Kubelet) makeMounts(pod *v1.Pod, c *v1.Container, paths map[string]string, env []*runtimeapi.KeyValue, podIPs []string) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
@@ -248,7 +249,7 @@ func (k *Kubelet) makeMounts(pod *v1.Pod, c *v1.Container, paths map[string]stri
 	for _, e := range env {
 		envMap[e.Key] = string(e.Value)
 	}
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		host, ok := paths[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %q: volume is not set up (missing from spec.volumes or failed)", vm.Name)
@@ -258,15 +259,11 @@ func (k *Kubelet) makeMounts(pod *v1.Pod, c *v1.Container, paths map[string]stri
 			sub = kuberuntime.ExpandVars(vm.SubPathExpr, func(n string) (string, bool) { v, ok := envMap[n]; return v, ok })
 		}
 		if sub != "" {
-			if filepath.IsAbs(sub) || strings.Contains("/"+sub+"/", "/../") {
-				return nil, fmt.Errorf("volumeMount %q: subPath %q must be relative and must not contain '..'", vm.Name, sub)
+			safe, err := k.volumes.SubPath(pod.UID, vm.Name, c.Name, i, host, sub)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
 			}
-			host = filepath.Join(host, sub)
-			if _, err := os.Stat(host); os.IsNotExist(err) {
-				if err := os.MkdirAll(host, 0o750); err != nil {
-					return nil, fmt.Errorf("volumeMount %q: create subPath: %w", vm.Name, err)
-				}
-			}
+			host = safe
 		}
 		if vm.MountPath == "/etc/hosts" {
 			hasHosts = true

@@ -30,6 +30,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,6 +44,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/kubelet/eviction"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
 	"github.com/nodekit/nodekit/kubelet/pleg"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
@@ -79,6 +81,9 @@ type Kubelet struct {
 	started   bool
 	node      *v1.Node
 	nodeAt    time.Time
+	evicted   map[types.UID]string // pod → eviction message (longrun.go)
+
+	eviction atomic.Pointer[eviction.Manager] // set by Run when there are eviction thresholds
 }
 
 // New validates cfg (errors name the missing or bad field) and returns a Kubelet that does nothing until
@@ -98,6 +103,7 @@ func New(cfg Config) (*Kubelet, error) {
 		unhealthy: map[string]kuberuntime.FailedProbe{},
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
+		evicted:   map[types.UID]string{},
 		starts:    newPodStarts(c.Metrics),
 		running:   make(chan struct{}),
 	}
@@ -184,6 +190,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	statusDone := make(chan struct{})
 	go func() { defer close(statusDone); k.status.Run(ctx, status.ReconcilePeriod, k.apiPod) }()
 	defer func() { cancel(); <-statusDone }()
+	managers, err := k.startNodeManagers(ctx, k.recorderOrDefault(ctx))
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	defer func() { cancel(); managers.Wait() }()
 	close(k.running)
 
 	housekeeping := time.NewTicker(k.cfg.HousekeepingPeriod)

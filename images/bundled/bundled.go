@@ -25,4 +25,4 @@ var All = []string{Pause, DemoServerV1, DemoServerV2}
 
 // Toolbox lists the commands the demo-server binary also implements, dispatched by argv[0]; its image
 // links /bin/<name> to the binary for each, so exec and exec probes work without a shell or coreutils.
-var Toolbox = []string{"cat", "echo", "env", "false", "hostname", "ls", "rm", "sh", "sleep", "touch", "true"}
+var Toolbox = []string{"cat", "echo", "env", "false", "hostname", "ln", "ls", "rm", "sh", "sleep", "touch", "true"}

@@ -23,7 +23,7 @@ func init() {
 	tools = map[string]func([]string) int{
 		"cat": cat, "echo": echo, "sleep": sleep, "env": env, "ls": ls, "touch": touch, "rm": rm,
 		"true": func([]string) int { return 0 }, "false": func([]string) int { return 1 },
-		"hostname": hostname, "sh": sh,
+		"hostname": hostname, "sh": sh, "ln": ln,
 	}
 }
 
@@ -157,6 +157,18 @@ func ls(args []string) int {
 		}
 	}
 	return code
+}
+
+// ln -s TARGET LINK: creates the symbolic link LINK pointing to TARGET (only symbolic links).
+func ln(args []string) int {
+	if len(args) != 3 || args[0] != "-s" {
+		fmt.Fprintln(os.Stderr, "ln: usage: ln -s TARGET LINK")
+		return 2
+	}
+	if err := os.Symlink(args[1], args[2]); err != nil {
+		return fail("ln", err)
+	}
+	return 0
 }
 
 // touch FILE...: creates each file or sets its times to now.

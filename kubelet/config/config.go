@@ -35,33 +35,50 @@ const (
 // Supported lists the top-level KubeletConfiguration fields (their JSON names) that nodekit acts on.
 var Supported = []string{
 	"apiVersion", "kind",
-	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
+	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "serverTLSBootstrap", "authentication",
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
 	"clusterDNS", "clusterDomain",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
+	"containerLogMaxSize", "containerLogMaxFiles", "containerLogMonitorInterval",
+	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
+	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
+	"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
 // supports (k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1 SetDefaults_KubeletConfiguration), except
-// that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
-// and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
+// that anonymous authentication is off (nodekit's kubelet server always requires a client certificate),
+// serverTLSBootstrap is on (the kubelet asks the cluster CA for its serving certificate, which nodekit's
+// API server verifies; it serves a self-signed one until the CSR is signed) and containerRuntimeEndpoint
+// is empty, which means nodekit's own managed containerd. evictionHard is left nil, which means
+// upstream's default thresholds (EvictionThresholds), so that a file's map replaces them rather than
+// merging into them.
 func Default() *kubeletv1beta1.KubeletConfiguration {
 	anonymous := false
+	logMaxFiles, gcHigh, gcLow := int32(5), int32(85), int32(80)
 	return &kubeletv1beta1.KubeletConfiguration{
-		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
-		Address:                   "0.0.0.0",
-		Port:                      10250,
-		PodLogsDir:                "/var/log/pods",
-		SyncFrequency:             metav1.Duration{Duration: time.Minute},
-		FileCheckFrequency:        metav1.Duration{Duration: 20 * time.Second},
-		NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
-		NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
-		NodeLeaseDurationSeconds:  40,
-		MaxPods:                   110,
-		CgroupDriver:              "cgroupfs",
-		RuntimeRequestTimeout:     metav1.Duration{Duration: 2 * time.Minute},
+		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
+		ServerTLSBootstrap:               true,
+		Address:                          "0.0.0.0",
+		Port:                             10250,
+		PodLogsDir:                       "/var/log/pods",
+		SyncFrequency:                    metav1.Duration{Duration: time.Minute},
+		FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
+		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 10 * time.Second},
+		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},
+		NodeLeaseDurationSeconds:         40,
+		MaxPods:                          110,
+		CgroupDriver:                     "cgroupfs",
+		RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+		ContainerLogMaxSize:              "10Mi",
+		ContainerLogMaxFiles:             &logMaxFiles,
+		ContainerLogMonitorInterval:      &metav1.Duration{Duration: 10 * time.Second},
+		ImageGCHighThresholdPercent:      &gcHigh,
+		ImageGCLowThresholdPercent:       &gcLow,
+		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
+		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
 		},
@@ -164,7 +181,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 			return fmt.Errorf("registerWithTaints[%d]: %w", i, err)
 		}
 	}
-	return nil
+	return validateLongRun(c)
 }
 
 func validateTaint(t v1.Taint) error {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"sort"
 	"strings"
 
@@ -142,7 +143,9 @@ func ParseTaints(spec string) ([]v1.Taint, error) {
 }
 
 // ParseLabels parses the --node-labels syntax "key=value[,...]" into a map, validating keys as
-// qualified names and values as label values. Errors name the offending entry.
+// qualified names and values as label values, and refusing, as upstream's kubelet, kubernetes.io and
+// k8s.io labels outside the kubelet's own set (NodeRestriction would refuse the registration). Errors
+// name the offending entry.
 func ParseLabels(spec string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range splitList(spec) {
@@ -155,6 +158,10 @@ func ParseLabels(spec string) (map[string]string, error) {
 		}
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			return nil, fmt.Errorf("label %q: value: %s", s, errs[0])
+		}
+		if ns, _, _ := strings.Cut(k, "/"); strings.Contains(k, "/") && (ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") ||
+			ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")) && !kubeletapis.IsKubeletLabel(k) {
+			return nil, fmt.Errorf("label %q: a node may not set %q labels outside the kubelet's own set (kubelet.kubernetes.io/, node.kubernetes.io/ and the well-known ones): NodeRestriction refuses them; an administrator sets them", s, ns)
 		}
 		out[k] = v
 	}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -86,6 +87,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	tls      *tls.Config
+	cert     atomic.Pointer[tls.Certificate] // the serving certificate; SetCertificate replaces it
 	listener net.Listener
 	handler  http.Handler
 	started  time.Time
@@ -122,12 +124,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kubelet server: serving certificate %s: %w", certFile, err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.cert.Store(&pair)
 	s.tls = &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    cfg.ClientCA,
-		NextProtos:   []string{"http/1.1"}, // streaming upgrades (SPDY, websockets) need HTTP/1.1
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil },
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		ClientCAs:      cfg.ClientCA,
+		NextProtos:     []string{"http/1.1"}, // streaming upgrades (SPDY, websockets) need HTTP/1.1
 	}
 	addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port)))
 	if s.listener, err = net.Listen("tcp", addr); err != nil {
@@ -135,6 +138,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.handler = s.routes()
 	return s, nil
+}
+
+// SetCertificate makes cert the serving certificate of new connections (a kubelet-serving certificate
+// issued through a CSR replacing the self-signed one, or its renewal); open connections keep theirs.
+func (s *Server) SetCertificate(cert tls.Certificate) {
+	s.cert.Store(&cert)
+	s.log.Info("kubelet server certificate replaced")
 }
 
 // Addr is the address the server listens on.

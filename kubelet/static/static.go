@@ -256,9 +256,10 @@ func MirrorPod(p *v1.Pod, nodeUID types.UID) *v1.Pod {
 	return m
 }
 
-// syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans. Each static
-// pod's mirror is read by name; orphans are the mirror pods on this node (listed by spec.nodeName) and
-// the mirrors this Source created earlier, whose static pod is gone.
+// syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans. The pods on
+// this node are listed once (by spec.nodeName, the only pod list the Node authorizer grants a node; a
+// node may not get a pod by name before it exists); orphans are the mirror pods among them and the
+// mirrors this Source created earlier whose static pod is gone.
 func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	if s.nodeUID == "" {
 		n, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
@@ -267,12 +268,21 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 		}
 		s.nodeUID = n.UID
 	}
+	list, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.cfg.NodeName})
+	if err != nil {
+		return fmt.Errorf("list pods on node: %w", err)
+	}
+	onNode := map[string]*v1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		onNode[p.Namespace+"/"+p.Name] = p
+	}
 	var errs []error
 	want := map[string]bool{}
 	for _, p := range pods {
 		key := p.Namespace + "/" + p.Name
 		want[key] = true
-		if err := s.syncMirror(ctx, p); err != nil {
+		if err := s.syncMirror(ctx, p, onNode[key]); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -282,44 +292,34 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	for key := range s.mirrors {
 		orphans[key] = true
 	}
-	list, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.cfg.NodeName})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list pods on node: %w", err))
-	} else {
-		for _, p := range list.Items {
-			if _, ok := p.Annotations[ConfigMirrorAnnotation]; ok {
-				orphans[p.Namespace+"/"+p.Name] = true
-			}
+	for key, p := range onNode {
+		if isMirror(p) {
+			orphans[key] = true
 		}
 	}
 	for key := range orphans {
 		if want[key] {
 			continue
 		}
-		ns, name, _ := strings.Cut(key, "/")
-		m, err := s.cfg.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && isMirror(m) {
-			err = s.deleteMirror(ctx, m)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-			continue
+		if m := onNode[key]; m != nil && isMirror(m) {
+			if err := s.deleteMirror(ctx, m); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		delete(s.mirrors, key)
 	}
 	return errors.Join(errs...)
 }
 
-// syncMirror makes the mirror pod of static pod p current: created when missing, recreated when its
-// hash or owner is outdated. A non-mirror pod holding the name is left alone and reported.
-func (s *Source) syncMirror(ctx context.Context, p *v1.Pod) error {
+// syncMirror makes the mirror pod of static pod p current given m, the pod of that name on this node
+// (nil: none): created when missing, recreated when its hash or owner is outdated. A non-mirror pod
+// holding the name is left alone and reported.
+func (s *Source) syncMirror(ctx context.Context, p, m *v1.Pod) error {
 	key := p.Namespace + "/" + p.Name
 	want := MirrorPod(p, s.nodeUID)
-	m, err := s.cfg.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("get mirror pod %s: %w", key, err)
+	case m == nil:
 	case !isMirror(m):
 		return fmt.Errorf("mirror pod %s: a pod that is not a mirror pod holds the name", key)
 	case m.DeletionTimestamp == nil && m.Annotations[ConfigMirrorAnnotation] == p.Annotations[ConfigHashAnnotation] &&

@@ -357,8 +357,16 @@ func (m *Manager) tokenFile(ctx context.Context, pod *v1.Pod, t *v1.ServiceAccou
 // TearDownPod unmounts the pod's tmpfs volumes and removes its volume directories (hostPath contents
 // are never touched). Missing directories are fine.
 func (m *Manager) TearDownPod(uid types.UID) error {
-	vdir := filepath.Join(m.PodDir(uid), "volumes")
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(vdir))
+	if err := m.tearDownSubPaths(uid); err != nil {
+		return err
+	}
+	return unmountAndRemove(filepath.Join(m.PodDir(uid), "volumes"))
+}
+
+// unmountAndRemove lazily unmounts every mount at or below dir, then removes dir; the error names the
+// mounts that would not go (dir is then left).
+func unmountAndRemove(dir string) error {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return err
 	}
@@ -371,7 +379,7 @@ func (m *Manager) TearDownPod(uid types.UID) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	return os.RemoveAll(vdir)
+	return os.RemoveAll(dir)
 }
 
 // RemovePodDir tears down the volumes and removes <root>/pods/<uid>.

@@ -9,11 +9,11 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 )
 
-// Chain returns the admission chain.
-func Chain(namespaces NamespaceGetter, tolerationSeconds int64) admission.Interface {
+// Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads.
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64) admission.Interface {
 	return admission.NewChainHandler(
 		&DefaultTolerationSeconds{Seconds: tolerationSeconds},
 		&NamespaceLifecycle{Namespaces: namespaces},
-		NodeRestriction{},
+		nodeRestriction,
 	)
 }

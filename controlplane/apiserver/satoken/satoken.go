@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -35,7 +38,25 @@ type Issuer struct {
 	// Issuer is the iss claim; APIAudiences are the audiences this API server accepts.
 	Issuer       string
 	APIAudiences []string
+	// Live reads the objects a token names, so that a token outlives neither its service account nor
+	// its bound pod (nil: tokens are checked by signature and claims only).
+	Live *Objects
 }
+
+// Objects reads service accounts and pods from storage (bypassing authorization); a missing object is
+// a NotFound error.
+type Objects struct {
+	ServiceAccount func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+	Pod            func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}
+
+// DeletionGrace is how long a token stays valid after its service account or bound pod got a deletion
+// timestamp (upstream's 60 s, so a terminating pod's containers may still talk to the API server).
+const DeletionGrace = 60 * time.Second
+
+// ErrInvalidated is the error of a well-signed token whose service account or bound pod is gone,
+// deleted, or was recreated under the same name (another UID).
+var ErrInvalidated = errors.New("token has been invalidated")
 
 // BoundObject is the pod a token is bound to (optional).
 type BoundObject struct {
@@ -110,8 +131,11 @@ func (i *Issuer) Issue(namespace, name string, uid types.UID, pod *BoundObject, 
 }
 
 // AuthenticateToken implements authenticator.Token: a valid, unexpired token for one of the API
-// audiences authenticates as its service account; anything else is not this authenticator's token.
-func (i *Issuer) AuthenticateToken(_ context.Context, token string) (*authenticator.Response, bool, error) {
+// audiences authenticates as its service account, as long as (with Live) that service account and the
+// pod the token is bound to exist with the UIDs the token names and are not being deleted for more than
+// DeletionGrace (as upstream's bound-token validation); such a token whose objects are gone fails with
+// an error wrapping ErrInvalidated (401). Any other token is not this authenticator's.
+func (i *Issuer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return &i.key.PublicKey, nil },
 		jwt.WithValidMethods([]string{"ES256"}), jwt.WithIssuer(i.Issuer), jwt.WithExpirationRequired())
@@ -125,6 +149,49 @@ func (i *Issuer) AuthenticateToken(_ context.Context, token string) (*authentica
 	if !serviceaccount.MatchesUsername(ns, name, c.Subject) {
 		return nil, false, nil
 	}
+	if i.Live != nil {
+		if err := i.Live.validate(ctx, c.Kubernetes); err != nil {
+			return nil, false, err
+		}
+	}
 	return &authenticator.Response{Audiences: authenticator.Audiences(c.Audience),
 		User: serviceaccount.UserInfo(ns, name, string(c.Kubernetes.ServiceAccount.UID))}, true, nil
+}
+
+// validate checks the service account and the bound pod of claim k against storage.
+func (o *Objects) validate(ctx context.Context, k kubernetesClaim) error {
+	cutoff := time.Now().Add(-DeletionGrace)
+	check := func(kind, name string, uid, want types.UID, deleted *metav1.Time, err error) error {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %s %s/%s not found", ErrInvalidated, kind, k.Namespace, name)
+		}
+		if err != nil {
+			return fmt.Errorf("satoken: look up %s %s/%s: %w", kind, k.Namespace, name, err)
+		}
+		if want != "" && uid != want {
+			return fmt.Errorf("%w: %s %s/%s has uid %s, the token names %s", ErrInvalidated, kind, k.Namespace, name, uid, want)
+		}
+		if deleted != nil && deleted.Time.Before(cutoff) {
+			return fmt.Errorf("%w: %s %s/%s was deleted", ErrInvalidated, kind, k.Namespace, name)
+		}
+		return nil
+	}
+	sa, err := o.ServiceAccount(ctx, k.Namespace, k.ServiceAccount.Name)
+	var uid types.UID
+	var deleted *metav1.Time
+	if err == nil {
+		uid, deleted = sa.UID, sa.DeletionTimestamp
+	}
+	if err := check("serviceaccount", k.ServiceAccount.Name, uid, k.ServiceAccount.UID, deleted, err); err != nil {
+		return err
+	}
+	if k.Pod == nil {
+		return nil
+	}
+	pod, err := o.Pod(ctx, k.Namespace, k.Pod.Name)
+	uid, deleted = "", nil
+	if err == nil {
+		uid, deleted = pod.UID, pod.DeletionTimestamp
+	}
+	return check("pod", k.Pod.Name, uid, k.Pod.UID, deleted, err)
 }

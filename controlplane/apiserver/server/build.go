@@ -16,9 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -27,11 +25,13 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
 	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authn"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authz"
+	nodeauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/node"
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
@@ -105,7 +105,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(nodes)
-	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient)
+	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{PodsOnNode: podsOnNode(podStore)}.Authorize)
+	nodeGraph := nodeauthz.NewGraph()
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{Node: nodeauthz.Authorizer{Graph: nodeGraph}}.Authorize)
 	merge(pods)
 	svcs, err := service.NewStorage(getter, alloc)
 	if err != nil {
@@ -125,6 +126,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	merge(plainCore)
+	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
 	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
 		return nil, err
@@ -166,7 +168,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, opts.DefaultTolerationSeconds)
+	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds)
 
 	gs, err := cfg.Complete(nil).New("nodekit-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -195,6 +197,13 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	gs.AddPostStartHookOrDie("nodekit-node-authorizer-graph", func(hc genericapiserver.PostStartHookContext) error {
+		c, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		return nodeauthz.Populate(hc.Context, c, nodeGraph)
+	})
 	gs.AddPostStartHookOrDie("nodekit-default-servicecidr", func(hc genericapiserver.PostStartHookContext) error {
 		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			if err := servicecidr.EnsureDefault(ctx, defaultCIDR, defaultCIDRStatus); err != nil {
@@ -215,15 +224,36 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	return gs, nil
 }
 
-// podsOnNode lists a namespace's pods bound to a node from the pod storage (the watch cache).
-func podsOnNode(pods *store.REST) authz.PodsOnNode {
-	return func(ctx context.Context, namespace, node string) ([]corev1.Pod, error) {
-		obj, err := pods.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node)})
+// podGetter reads a pod from the pod storage (etcd: admission must see the latest binding).
+func podGetter(pods *store.REST) admission.PodGetter {
+	return func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		obj, err := pods.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		return obj.(*corev1.PodList).Items, nil
+		return obj.(*corev1.Pod), nil
+	}
+}
+
+// serviceAccountGetter reads a service account from its storage.
+func serviceAccountGetter(sas rest.Getter) func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	return func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+		obj, err := sas.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.ServiceAccount), nil
+	}
+}
+
+// nodeGetter reads a Node from the node storage.
+func nodeGetter(nodes *store.REST) admission.NodeGetter {
+	return func(ctx context.Context, name string) (*corev1.Node, error) {
+		obj, err := nodes.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Node), nil
 	}
 }
 

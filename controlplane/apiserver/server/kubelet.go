@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,14 +19,17 @@ import (
 )
 
 // kubeletConnection reaches kubelets at <InternalIP>:<status.daemonEndpoints.kubeletEndpoint.port or
-// 10250> with the API server's kubelet client certificate. Like kube-apiserver without
-// --kubelet-certificate-authority, it does not verify the kubelet's serving certificate.
+// 10250> with the API server's kubelet client certificate, and verifies the kubelet's serving
+// certificate against the cluster CA (kube-apiserver's --kubelet-certificate-authority): a kubelet
+// serves one signed through a kubernetes.io/kubelet-serving CSR (serverTLSBootstrap), naming the address
+// dialled; a self-signed or otherwise unverifiable kubelet is refused, so no one on the path can pose as
+// a kubelet to the API server's exec, attach, port-forward and log streams.
 type kubeletConnection struct {
 	nodes     *store.REST
 	transport *http.Transport
 }
 
-func newKubeletConnection(nodes *store.REST, client pki.KeyPair) (*kubeletConnection, error) {
+func newKubeletConnection(nodes *store.REST, client pki.KeyPair, ca *x509.CertPool) (*kubeletConnection, error) {
 	cert, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: kubelet client certificate: %w", err)
@@ -34,7 +38,7 @@ func newKubeletConnection(nodes *store.REST, client pki.KeyPair) (*kubeletConnec
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig:     &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // kubelet serving certs are self-signed, as kube-apiserver's default
+		TLSClientConfig:     &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca, MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 10,
 	}
 	return &kubeletConnection{nodes: nodes, transport: tr}, nil

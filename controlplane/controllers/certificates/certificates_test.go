@@ -13,6 +13,8 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutilk8s "k8s.io/client-go/util/cert"
 
 	"github.com/nodekit/nodekit/internal/certutil"
@@ -113,7 +115,7 @@ func TestRecognize(t *testing.T) {
 			}
 			csr := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 				Request: request, SignerName: signer, Usages: tc.usages, Username: tc.user, Groups: tc.groups}}
-			msg, why := Recognize(csr)
+			msg, why := Recognize(csr, nil)
 			if tc.approve {
 				if msg == "" || why != "" {
 					t.Fatalf("want approval, got pending: %s", why)
@@ -170,5 +172,42 @@ func TestSignerTTLAndUsages(t *testing.T) {
 	}
 	if _, _, err := keyUsages([]certificatesv1.KeyUsage{"fly"}); err == nil {
 		t.Fatal("unknown usage accepted")
+	}
+}
+
+// TestRecognizeServing: a kubelet-serving request is approved only from the node it names and only for
+// subjectAltNames among that Node's addresses.
+func TestRecognizeServing(t *testing.T) {
+	servingUsages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "a"}}}}
+	for _, tc := range []struct {
+		name    string
+		r       req
+		user    string
+		node    *corev1.Node
+		pendWhy string
+	}{
+		{name: "own addresses", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}, dns: []string{"a"}, ips: []net.IP{net.IPv4(10, 0, 0, 1)}}, user: "system:node:a", node: node},
+		{name: "foreign IP", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}, ips: []net.IP{net.IPv4(10, 0, 0, 2)}}, user: "system:node:a", node: node, pendWhy: "IP subjectAltName 10.0.0.2"},
+		{name: "foreign name", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}, dns: []string{"kubernetes.default"}}, user: "system:node:a", node: node, pendWhy: `DNS subjectAltName "kubernetes.default"`},
+		{name: "other node asks", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}, dns: []string{"a"}}, user: "system:node:b", node: node, pendWhy: "is not node system:node:a"},
+		{name: "unregistered node", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}, dns: []string{"a"}}, user: "system:node:a", pendWhy: "not registered"},
+		{name: "no SAN", r: req{cn: "system:node:a", orgs: []string{"system:nodes"}}, user: "system:node:a", node: node, pendWhy: "subjectAltName is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			csr := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request: csrPEM(t, tc.r), SignerName: certificatesv1.KubeletServingSignerName, Usages: servingUsages, Username: tc.user, Groups: nodeGroups}}
+			msg, why := Recognize(csr, tc.node)
+			if tc.pendWhy == "" {
+				if msg == "" {
+					t.Fatalf("want approval, got pending: %s", why)
+				}
+				return
+			}
+			if msg != "" || !strings.Contains(why, tc.pendWhy) {
+				t.Fatalf("want pending mentioning %q, got approval %q / reason %q", tc.pendWhy, msg, why)
+			}
+		})
 	}
 }

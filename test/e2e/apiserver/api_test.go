@@ -401,9 +401,10 @@ func TestFieldSelectorAndNodeIsolation(t *testing.T) {
 	if _, err := c.CoreV1().Pods("default").Create(ctx, ps, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CoreV1().Secrets("default").Get(ctx, "used", metav1.GetOptions{}); err != nil {
-		t.Fatalf("node-a gets a secret its pod mounts: %v", err)
-	}
+	eventually(t, "node-a gets a secret its pod mounts", func() error {
+		_, err := a.CoreV1().Secrets("default").Get(ctx, "used", metav1.GetOptions{})
+		return err
+	})
 	if _, err := a.CoreV1().Secrets("default").Get(ctx, "unused", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("node-a gets an unreferenced secret: want 403, got %v", err)
 	}

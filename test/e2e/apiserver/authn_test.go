@@ -60,7 +60,8 @@ func TestAuthentication(t *testing.T) {
 
 // TestServiceAccountTokens requests a pod-bound token through serviceaccounts/token (as a kubelet does
 // for projected volumes) and authenticates with it: the API server knows it as the service account
-// (403 without permissions, not 401), while a tampered token is 401.
+// (403 without permissions, not 401), while a tampered token is 401, and so is a token whose bound pod or
+// service account was deleted or recreated.
 func TestServiceAccountTokens(t *testing.T) {
 	s := fw.Start(t, fw.Options{})
 	ctx, c := ctxT(t), s.Client
@@ -68,18 +69,21 @@ func TestServiceAccountTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.CoreV1().Pods("default").Create(ctx, pod("tok", "node-a"), metav1.CreateOptions{})
+	bound := pod("tok", "node-a")
+	bound.Spec.ServiceAccountName = "app"
+	p, err := c.CoreV1().Pods("default").Create(ctx, bound, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := int64(600)
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
-	// the kubelet of node-a asks, with its node credentials
-	tr, err := s.NodeClient(t, "node-a").CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// the kubelet of node-a asks, with its node credentials (once the Node authorizer's graph has the pod)
+	var tr *authenticationv1.TokenRequest
+	eventually(t, "node-a requests a token for its pod", func() error {
+		tr, err = s.NodeClient(t, "node-a").CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", req, metav1.CreateOptions{})
+		return err
+	})
 	if tr.Status.Token == "" || time.Until(tr.Status.ExpirationTimestamp.Time) > 601*time.Second || time.Until(tr.Status.ExpirationTimestamp.Time) < 590*time.Second {
 		t.Fatalf("token request status: %+v", tr.Status)
 	}
@@ -102,5 +106,39 @@ func TestServiceAccountTokens(t *testing.T) {
 	tampered := tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"
 	if _, err := withToken(tampered).CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 		t.Fatalf("tampered token: want 401, got %v", err)
+	}
+
+	// A token outlives neither its bound pod nor its service account (nor a recreated one).
+	unbound, err := c.CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(tok string) error {
+		_, err := withToken(tok).CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err
+	}
+	if err := list(unbound.Status.Token); !apierrors.IsForbidden(err) {
+		t.Fatalf("unbound token of a live service account: want 403, got %v", err)
+	}
+	if err := c.CoreV1().Pods("default").Delete(ctx, "tok", *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := list(tr.Status.Token); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("token bound to a deleted pod: want 401, got %v", err)
+	}
+	if err := list(unbound.Status.Token); !apierrors.IsForbidden(err) {
+		t.Fatalf("unbound token after the pod's deletion: want 403, got %v", err)
+	}
+	if err := c.CoreV1().ServiceAccounts("default").Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := list(unbound.Status.Token); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("token of a deleted service account: want 401, got %v", err)
+	}
+	if _, err := c.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := list(unbound.Status.Token); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("token of a service account recreated under the same name: want 401, got %v", err)
 	}
 }

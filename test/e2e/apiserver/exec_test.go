@@ -105,7 +105,7 @@ func TestPodExecUpgradeProxiedToKubelet(t *testing.T) {
 
 // mustPEM returns a serving pair for the stand-in kubelet (issued by the cluster CA).
 func mustPEM(t *testing.T, s *fw.Server) ([]byte, []byte) {
-	kp, err := fw.IssueNodeCert(s.DataDir, "kubelet-serving")
+	kp, err := fw.IssueKubeletServingCert(s.DataDir, "kubelet-serving", net.IPv4(127, 0, 0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,10 @@ func TestNodeJoinWithBootstrapToken(t *testing.T) {
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, nodeObj("join-b"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{})
+	if _, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node join-a reading node join-b: want 403, got %v", err)
+	}
+	other, err := c.Client.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +233,15 @@ func TestNodeJoinWithBootstrapToken(t *testing.T) {
 		t.Fatalf("renewed subject %v", renewed.Subject)
 	}
 	req, _ := nodeCSR(t, "system:node:join-b", []string{"system:nodes"}, nil)
-	foreign := c.createCSR(t, node, "renew-foreign", req, certificatesv1.KubeAPIServerClientKubeletSignerName, kubeletClientUsages)
+	_, err = node.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "renew-foreign"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: req, SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Usages: kubeletClientUsages}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "can only create a node CSR with CN=system:node:join-a") {
+		t.Fatalf("node join-a requesting join-b's certificate: want 403 from NodeRestriction, got %v", err)
+	}
 	servingReq, _ := nodeCSR(t, "system:node:join-a", []string{"system:nodes"}, []string{"join-a.example"})
 	serving := c.createCSR(t, node, "serving-join-a", servingReq, certificatesv1.KubeletServingSignerName,
 		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth})
-	c.expectPending(t, foreign, serving) // serving certificates are approved by an admin, as upstream
+	c.expectPending(t, serving) // a name that is not one of the Node's addresses: left to an admin
 
 	// An admin approves the serving request; csrsigning issues a server certificate with its SANs.
 	obj, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, serving, metav1.GetOptions{})

@@ -31,7 +31,15 @@ func TestPodLogProxiedToKubelet(t *testing.T) {
 		got <- seen{r.URL.Path, r.URL.RawQuery, cn}
 		io.WriteString(w, "hello from the container\n")
 	}))
-	kubelet.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	kp, err := fw.IssueKubeletServingCert(s.DataDir, "n1", net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, Certificates: []tls.Certificate{serving}}
 	kubelet.StartTLS()
 	defer kubelet.Close()
 	_, portStr, _ := net.SplitHostPort(kubelet.Listener.Addr().String())
@@ -57,6 +65,26 @@ func TestPodLogProxiedToKubelet(t *testing.T) {
 	r := <-got
 	if r.path != "/containerLogs/default/p/c" || r.query != "tailLines=5" || r.cn != "kube-apiserver-kubelet-client" {
 		t.Fatalf("kubelet saw %+v", r)
+	}
+	// a kubelet whose serving certificate the cluster CA did not sign (here self-signed) is refused
+	// before anything is sent to it.
+	impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the API server sent %s to a kubelet it cannot verify", r.URL.Path)
+	}))
+	impostor.StartTLS()
+	defer impostor.Close()
+	_, portStr, _ = net.SplitHostPort(impostor.Listener.Addr().String())
+	port, _ = strconv.Atoi(portStr)
+	n2 := node.DeepCopy()
+	n2.Name, n2.Status.DaemonEndpoints.KubeletEndpoint.Port = "n2", int32(port)
+	if _, err := s.Client.CoreV1().Nodes().Create(ctx, n2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("on-impostor", "n2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := s.Client.CoreV1().Pods("default").GetLogs("on-impostor", &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
+		t.Fatalf("logs through a self-signed kubelet: want an error, got %q", body)
 	}
 	// an unscheduled pod has no kubelet to ask: 400.
 	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("q", ""), metav1.CreateOptions{}); err != nil {

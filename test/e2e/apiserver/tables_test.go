@@ -114,16 +114,18 @@ func TestKubectlTables(t *testing.T) {
 		},
 	}
 	nc := s.NodeClient(t, "node-1")
-	if _, err := nc.CoreV1().Nodes().Create(ctx, node, metav1CreateOptions); err != nil {
+	// the admin registers it: NodeRestriction refuses a node-role label from the node itself
+	if _, err := s.Client.CoreV1().Nodes().Create(ctx, node, metav1CreateOptions); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("web-0", "node-1"), metav1CreateOptions); err != nil {
 		t.Fatal(err)
 	}
-	p, err := nc.CoreV1().Pods("default").Get(ctx, "web-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var p *corev1.Pod
+	eventually(t, "node-1 gets its pod", func() (err error) {
+		p, err = nc.CoreV1().Pods("default").Get(ctx, "web-0", metav1.GetOptions{})
+		return err
+	})
 	p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, "10.244.0.17", []corev1.PodIP{{IP: "10.244.0.17"}}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "nginx:1.25", Ready: true, RestartCount: 1,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}

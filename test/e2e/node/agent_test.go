@@ -3,6 +3,8 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,7 +27,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	nkagent "github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/images/bundled"
+	"github.com/nodekit/nodekit/server"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -146,6 +151,21 @@ func TestAgentBinary(t *testing.T) {
 	api := apifw.Start(t, apifw.Options{})
 	admin := api.Client
 	nodeName := randName("nk-agent-")
+	// csrapproving and csrsigning, so the kubelet gets its serving certificate (serverTLSBootstrap) and
+	// the API server, which verifies kubelets against the cluster CA, reaches it for logs and exec.
+	ca, err := pki.LoadOrCreateCA(server.Config{DataDir: api.DataDir}.Paths().PKIDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	cdone := make(chan struct{})
+	go func() {
+		defer close(cdone)
+		if err := controllers.Run(cctx, admin, controllers.Options{Controllers: []string{controllers.CSRApproving, controllers.CSRSigning}, ClusterSigner: ca}); err != nil && cctx.Err() == nil {
+			t.Errorf("certificate controllers: %v", err)
+		}
+	}()
+	t.Cleanup(func() { ccancel(); <-cdone })
 	dir := t.TempDir()
 	manifests := filepath.Join(dir, "manifests")
 	os.MkdirAll(manifests, 0o755)
@@ -204,6 +224,17 @@ func TestAgentBinary(t *testing.T) {
 			ready = ready || (c.Type == v1.PodReady && c.Status == v1.ConditionTrue)
 		}
 		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.Conditions)
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	waitFor(t, 30*time.Second, "kubelet serving certificate from the cluster CA", func() (bool, string) {
+		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+		if err != nil {
+			return false, err.Error()
+		}
+		defer conn.Close()
+		leaf := conn.ConnectionState().PeerCertificates[0]
+		return leaf.Subject.CommonName == "system:node:"+nodeName, leaf.Subject.String()
 	})
 	waitFor(t, 20*time.Second, "pod logs through the API server", func() (bool, string) {
 		b, err := admin.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "web"}).DoRaw(ctx)

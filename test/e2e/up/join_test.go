@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
@@ -152,11 +154,18 @@ func TestLabJoin(t *testing.T) {
 	if nkc.Clusters[nctx.Cluster].Server != serverURL || err != nil || len(trusted) != 1 || !trusted[0].Equal(cas[0]) {
 		t.Errorf("node kubeconfig: server %q (want %q), CA data %v %d certs: want the cluster CA only", nkc.Clusters[nctx.Cluster].Server, serverURL, err, len(trusted))
 	}
-	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-	if err != nil || len(csrs.Items) != 1 || csrs.Items[0].Spec.Username != "system:bootstrap:"+strings.SplitN(token, ".", 2)[0] ||
-		len(csrs.Items[0].Status.Certificate) == 0 {
-		t.Errorf("want one signed CSR by system:bootstrap:<token id>: %v %+v", err, csrs)
+	clientCSRs, servingCSRs := csrsBySigner(ctx, t, client)
+	if len(clientCSRs) != 1 || clientCSRs[0].Spec.Username != "system:bootstrap:"+strings.SplitN(token, ".", 2)[0] ||
+		len(clientCSRs[0].Status.Certificate) == 0 {
+		t.Errorf("want one signed client CSR by system:bootstrap:<token id>: %+v", clientCSRs)
 	}
+	// The kubelet's serving certificate: a kubelet-serving CSR from the node itself, auto-approved for
+	// its addresses and signed; the kubelet serves it (the API server verifies kubelets against the CA).
+	e.waitFor(t, client, 30*time.Second, "signed kubelet-serving CSR", func() (bool, string) {
+		_, servingCSRs = csrsBySigner(ctx, t, client)
+		return len(servingCSRs) == 1 && servingCSRs[0].Spec.Username == "system:node:"+node.Name && len(servingCSRs[0].Status.Certificate) > 0,
+			fmt.Sprintf("%d serving CSRs", len(servingCSRs))
+	})
 
 	// A pod the scheduler places on the joined node runs.
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "joined", Namespace: "default"}, Spec: v1.PodSpec{
@@ -225,8 +234,8 @@ func TestLabJoin(t *testing.T) {
 	if string(before) != string(after) {
 		t.Error("the restarted agent rewrote its kubeconfig")
 	}
-	if csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err != nil || len(csrs.Items) != 1 {
-		t.Errorf("CSRs after a restart: %v %d, want still 1", err, len(csrs.Items))
+	if clientCSRs, servingCSRs := csrsBySigner(ctx, t, client); len(clientCSRs) != 1 || len(servingCSRs) != 1 {
+		t.Errorf("CSRs after a restart: %d client, %d serving, want still 1 each (the certificates are reused)", len(clientCSRs), len(servingCSRs))
 	}
 
 	// lab down: nothing left.
@@ -382,4 +391,22 @@ func TestInstallScriptToken(t *testing.T) {
 			t.Errorf("install.sh agent %v: err=%v, output %q, want an error with %q", c.args, err, out, c.want)
 		}
 	}
+}
+
+// csrsBySigner lists the cluster's CSRs of the kubelet client and kubelet serving signers.
+func csrsBySigner(ctx context.Context, t *testing.T, client kubernetes.Interface) (clientCSRs, servingCSRs []certificatesv1.CertificateSigningRequest) {
+	t.Helper()
+	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list CSRs: %v", err)
+	}
+	for _, c := range csrs.Items {
+		switch c.Spec.SignerName {
+		case certificatesv1.KubeAPIServerClientKubeletSignerName:
+			clientCSRs = append(clientCSRs, c)
+		case certificatesv1.KubeletServingSignerName:
+			servingCSRs = append(servingCSRs, c)
+		}
+	}
+	return clientCSRs, servingCSRs
 }

@@ -256,6 +256,17 @@ func IssueNodeCert(dataDir, node string) (pki.KeyPair, error) {
 	return ca.Issue(pki.NodeClientSpec(node))
 }
 
+// IssueKubeletServingCert signs a kubelet serving certificate for node (CN=system:node:<node>,
+// O=system:nodes, server auth, the given IP SANs) with the CA under <dataDir>/pki, as the
+// kubelet-serving signer would: the API server verifies kubelets against that CA.
+func IssueKubeletServingCert(dataDir, node string, ips ...net.IP) (pki.KeyPair, error) {
+	ca, err := pki.LoadOrCreateCA(nodekitserver.Config{DataDir: dataDir}.Paths().PKIDir)
+	if err != nil {
+		return pki.KeyPair{}, err
+	}
+	return ca.Issue(pki.Spec{CommonName: pki.NodeUserPrefix + node, Organization: []string{pki.NodesGroup}, IPs: ips, Server: true})
+}
+
 // FreePort returns a TCP port free on 127.0.0.1 now (the kernel's pick; another process may take it
 // before the caller binds it, which the tests' own listeners make unlikely).
 func FreePort() (int, error) {

@@ -23,7 +23,7 @@ func TestStartCreateRestart(t *testing.T) {
 	if _, err := s.Client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.NodeClient(t, "n1").CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+	if _, err := s.NodeClient(t, "n1").CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=n1"}); err != nil {
 		t.Fatal(err)
 	}
 }

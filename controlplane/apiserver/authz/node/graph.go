@@ -1,0 +1,206 @@
+package node
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Kind is the kind of object a node may reach through the pods bound to it.
+type Kind string
+
+// The kinds of the graph's vertices besides pods and nodes (upstream's vertex types, narrowed to what
+// nodekit serves).
+const (
+	Secret                Kind = "secrets"
+	ConfigMap             Kind = "configmaps"
+	ServiceAccount        Kind = "serviceaccounts"
+	PersistentVolumeClaim Kind = "persistentvolumeclaims"
+)
+
+// Ref is an object a pod refers to.
+type Ref struct {
+	Kind            Kind
+	Namespace, Name string
+}
+
+type podVertex struct {
+	node string
+	uid  types.UID
+	refs []Ref
+}
+
+// Graph records, for every node, the objects the pods bound to it refer to: upstream's Node authorizer
+// graph (pod → secret, configmap, service account, PVC; pod → node), held as reference counts per node
+// so that a lookup is one map access. It is safe for concurrent use; the Populator feeds it from a pod
+// informer.
+type Graph struct {
+	mu     sync.RWMutex
+	pods   map[types.NamespacedName]podVertex
+	byNode map[string]map[Ref]int
+}
+
+// NewGraph returns an empty graph.
+func NewGraph() *Graph {
+	return &Graph{pods: map[types.NamespacedName]podVertex{}, byNode: map[string]map[Ref]int{}}
+}
+
+// AddPod records pod (replacing what was recorded under its namespace/name). A pod not bound to a node
+// (spec.nodeName empty) gives no node any access and is only forgotten.
+func (g *Graph) AddPod(pod *corev1.Pod) {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deleteLocked(key)
+	if pod.Spec.NodeName == "" {
+		return
+	}
+	v := podVertex{node: pod.Spec.NodeName, uid: pod.UID, refs: PodRefs(pod)}
+	g.pods[key] = v
+	counts := g.byNode[v.node]
+	if counts == nil {
+		counts = map[Ref]int{}
+		g.byNode[v.node] = counts
+	}
+	for _, r := range v.refs {
+		counts[r]++
+	}
+}
+
+// DeletePod forgets the pod namespace/name.
+func (g *Graph) DeletePod(namespace, name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deleteLocked(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+func (g *Graph) deleteLocked(key types.NamespacedName) {
+	v, ok := g.pods[key]
+	if !ok {
+		return
+	}
+	delete(g.pods, key)
+	counts := g.byNode[v.node]
+	for _, r := range v.refs {
+		if counts[r]--; counts[r] <= 0 {
+			delete(counts, r)
+		}
+	}
+	if len(counts) == 0 {
+		delete(g.byNode, v.node)
+	}
+}
+
+// PodOnNode reports whether the pod namespace/name is bound to node.
+func (g *Graph) PodOnNode(node, namespace, name string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	v, ok := g.pods[types.NamespacedName{Namespace: namespace, Name: name}]
+	return ok && v.node == node
+}
+
+// Reaches reports whether a pod bound to node refers to the object kind namespace/name.
+func (g *Graph) Reaches(node string, kind Kind, namespace, name string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.byNode[node][Ref{kind, namespace, name}] > 0
+}
+
+// PodRefs lists the objects pod refers to, each once: its service account ("default" when it names
+// none, except for mirror pods), image pull secrets, the
+// secrets, configmaps and PVCs of its volumes (projected sources and ephemeral volumes' claims
+// <pod>-<volume> included) and of its containers' env and envFrom (init and ephemeral containers
+// included), as upstream's graph populator does.
+func PodRefs(pod *corev1.Pod) []Ref {
+	seen := map[Ref]bool{}
+	var out []Ref
+	add := func(kind Kind, name string) {
+		r := Ref{kind, pod.Namespace, name}
+		if name != "" && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	sa := pod.Spec.ServiceAccountName
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; sa == "" && !mirror {
+		sa = "default" // what the kubelet requests tokens for when the pod names none
+	}
+	add(ServiceAccount, sa)
+	for _, s := range pod.Spec.ImagePullSecrets {
+		add(Secret, s.Name)
+	}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Secret != nil:
+			add(Secret, v.Secret.SecretName)
+		case v.ConfigMap != nil:
+			add(ConfigMap, v.ConfigMap.Name)
+		case v.PersistentVolumeClaim != nil:
+			add(PersistentVolumeClaim, v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil:
+			add(PersistentVolumeClaim, pod.Name+"-"+v.Name)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					add(Secret, src.Secret.Name)
+				}
+				if src.ConfigMap != nil {
+					add(ConfigMap, src.ConfigMap.Name)
+				}
+			}
+		}
+		// secrets that volume plugins read (upstream's VisitPodSecretNames)
+		switch {
+		case v.AzureFile != nil:
+			add(Secret, v.AzureFile.SecretName)
+		case v.CephFS != nil && v.CephFS.SecretRef != nil:
+			add(Secret, v.CephFS.SecretRef.Name)
+		case v.Cinder != nil && v.Cinder.SecretRef != nil:
+			add(Secret, v.Cinder.SecretRef.Name)
+		case v.FlexVolume != nil && v.FlexVolume.SecretRef != nil:
+			add(Secret, v.FlexVolume.SecretRef.Name)
+		case v.RBD != nil && v.RBD.SecretRef != nil:
+			add(Secret, v.RBD.SecretRef.Name)
+		case v.ISCSI != nil && v.ISCSI.SecretRef != nil:
+			add(Secret, v.ISCSI.SecretRef.Name)
+		case v.ScaleIO != nil && v.ScaleIO.SecretRef != nil:
+			add(Secret, v.ScaleIO.SecretRef.Name)
+		case v.StorageOS != nil && v.StorageOS.SecretRef != nil:
+			add(Secret, v.StorageOS.SecretRef.Name)
+		case v.CSI != nil && v.CSI.NodePublishSecretRef != nil:
+			add(Secret, v.CSI.NodePublishSecretRef.Name)
+		}
+	}
+	visit := func(envFrom []corev1.EnvFromSource, env []corev1.EnvVar) {
+		for _, e := range envFrom {
+			if e.SecretRef != nil {
+				add(Secret, e.SecretRef.Name)
+			}
+			if e.ConfigMapRef != nil {
+				add(ConfigMap, e.ConfigMapRef.Name)
+			}
+		}
+		for _, e := range env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if e.ValueFrom.SecretKeyRef != nil {
+				add(Secret, e.ValueFrom.SecretKeyRef.Name)
+			}
+			if e.ValueFrom.ConfigMapKeyRef != nil {
+				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name)
+			}
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		visit(c.EnvFrom, c.Env)
+	}
+	for _, c := range pod.Spec.Containers {
+		visit(c.EnvFrom, c.Env)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		visit(c.EnvFrom, c.Env)
+	}
+	return out
+}
