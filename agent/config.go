@@ -31,13 +31,15 @@ const (
 	DefaultClusterCIDR = podnet.DefaultClusterCIDR
 	// DefaultCNIConfDir is where the agent writes its conflist (the directory containerd's CRI reads).
 	DefaultCNIConfDir = "/etc/cni/net.d"
-	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
+	// DefaultProxyMetricsAddr is the service proxy's /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
 	// DefaultGoMemoryLimit is --go-memory-limit's default: none. BenchmarkAgentMemory's figures
 	// (docs/performance.md) show no resident memory gained at 110 pods with 40Mi, while a limit near the
 	// live heap makes the collector run continuously in bursts (image import, a node fill, thousands of
 	// Services in the proxy); operators of small nodes set one.
 	DefaultGoMemoryLimit = ""
+	// DefaultProxyHealthzAddr is the service proxy's /healthz and /livez address (kube-proxy's).
+	DefaultProxyHealthzAddr = "0.0.0.0:10256"
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).
@@ -82,13 +84,16 @@ type Config struct {
 	DisableProxy bool
 	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
 	ProxyMode proxy.Mode
-	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
+	// ProxyMetricsAddr is the proxy's /metrics and /debug/services host:port (--proxy-metrics-bind-address);
 	// empty disables them.
 	ProxyMetricsAddr string
 	// GoMemoryLimit is the Go runtime's soft memory limit Run sets (--go-memory-limit, a quantity:
 	// runtime/debug.SetMemoryLimit) unless $GOMEMLIMIT is set; "0" or empty sets none. It is process-wide:
 	// in-process callers that host more than the agent (tests) leave it empty.
 	GoMemoryLimit string
+	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
+	// disables them.
+	ProxyHealthzAddr string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -126,6 +131,7 @@ func Default() Config {
 		ProxyMode:        proxy.ModeIPTables,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
 		GoMemoryLimit:    DefaultGoMemoryLimit,
+		ProxyHealthzAddr: DefaultProxyHealthzAddr,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }

@@ -290,7 +290,8 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		return nil, nil
 	}
 	pc := proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS}
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS,
+		HealthzAddr: a.cfg.ProxyHealthzAddr}
 	if a.cfg.TuneProxy != nil {
 		a.cfg.TuneProxy(&pc)
 	}

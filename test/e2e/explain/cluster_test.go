@@ -103,7 +103,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxyNS.Close(); _ = testutils.UnmountNS(proxyNS) })
-	cfg.DisableProxy, cfg.ProxyMetricsAddr = false, ""
+	cfg.DisableProxy, cfg.ProxyMetricsAddr, cfg.ProxyHealthzAddr = false, "", ""
 	cfg.TuneProxy = func(pc *proxy.Config) {
 		pc.NetNS, pc.MinSyncPeriod, pc.SyncPeriod = proxyNS, proxySyncPeriod, proxySyncPeriod
 	}
