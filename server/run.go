@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekit/nodekit/controlplane/addons"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
@@ -19,7 +20,8 @@ import (
 // Run runs the server until ctx ends: etcd (the embedded member in Paths().EtcdDir, unless
 // Etcd.Servers names external ones), then the API server (PKI and admin kubeconfig on first start),
 // then the scheduler and the controller manager as ordinary API clients. It calls c.Ready once the
-// API server answers /readyz and returns when the API server has shut down. A control loop that
+// API server answers /readyz, then reconciles the add-ons (c.Addons, retrying until done), and returns
+// when the API server has shut down. A control loop that
 // exits with an error is logged; the API server keeps serving.
 func Run(ctx context.Context, c Config) error {
 	if c.DataDir == "" {
@@ -51,14 +53,34 @@ func Run(ctx context.Context, c Config) error {
 	if err := startControlLoops(ctx, api.KubeconfigPath, c.Scheduler, co); err != nil {
 		return err
 	}
-	if c.Ready != nil {
-		go func() {
-			if waitReadyz(ctx, api.KubeconfigPath) {
-				c.Ready()
-			}
-		}()
-	}
+	addonOpts := c.Addons
+	addonOpts.ServiceCIDR = c.APIServer.ServiceCIDR
+	go func() {
+		if !waitReadyz(ctx, api.KubeconfigPath) {
+			return
+		}
+		if c.Ready != nil {
+			c.Ready()
+		}
+		startAddons(ctx, api.KubeconfigPath, addonOpts)
+	}()
 	return api.Run(ctx)
+}
+
+// startAddons reconciles the cluster add-ons (controlplane/addons) on the admin kubeconfig, retrying
+// every 5 s until it succeeds: the k3s packaged-manifests step of every server start.
+func startAddons(ctx context.Context, kubeconfig string, o addons.Options) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		slog.Error("add-ons: load kubeconfig", "kubeconfig", kubeconfig, "err", err)
+		return
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		slog.Error("add-ons: client", "kubeconfig", kubeconfig, "err", err)
+		return
+	}
+	addons.Run(ctx, client, o, slog.Default().With("component", "addons"), 5*time.Second)
 }
 
 // startControlLoops starts the scheduler and the controller manager on the admin kubeconfig: they
