@@ -76,6 +76,9 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		RootDir: a.paths.KubeletRoot, PodLogsDir: kc.PodLogsDir, CgroupRoot: kc.CgroupRoot, CgroupDriver: kc.CgroupDriver,
 		ClusterDNS: clusterDNS, ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
 	}
+	if kc.ResolverConfig != nil {
+		cfg.ResolvConf = *kc.ResolverConfig
+	}
 	if a.cfg.TuneKubelet != nil {
 		a.cfg.TuneKubelet(&cfg)
 	}

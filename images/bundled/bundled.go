@@ -30,4 +30,4 @@ var All = []string{Pause, DemoServerV1, DemoServerV2, CoreDNS}
 
 // Toolbox lists the commands the demo-server binary also implements, dispatched by argv[0]; its image
 // links /bin/<name> to the binary for each, so exec and exec probes work without a shell or coreutils.
-var Toolbox = []string{"cat", "echo", "env", "false", "hostname", "ls", "rm", "sh", "sleep", "touch", "true"}
+var Toolbox = []string{"cat", "echo", "env", "false", "getent", "hostname", "ls", "nslookup", "rm", "sh", "sleep", "touch", "true"}

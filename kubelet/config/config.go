@@ -37,7 +37,7 @@ var Supported = []string{
 	"apiVersion", "kind",
 	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
-	"clusterDNS", "clusterDomain",
+	"clusterDNS", "clusterDomain", "resolvConf",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
@@ -49,12 +49,14 @@ var Supported = []string{
 // and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
 	anonymous := false
+	resolvConf := "/etc/resolv.conf"
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
 		Address:                   "0.0.0.0",
 		Port:                      10250,
 		PodLogsDir:                "/var/log/pods",
 		SyncFrequency:             metav1.Duration{Duration: time.Minute},
+		ResolverConfig:            &resolvConf,
 		FileCheckFrequency:        metav1.Duration{Duration: 20 * time.Second},
 		NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
 		NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
