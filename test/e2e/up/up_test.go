@@ -37,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/examples"
 	proxyipt "github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -48,9 +49,10 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 
 // TestUpDemoAndPurge runs `nodekit up` on a fresh data dir and asserts the demo end to end: the node
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
-// pod's network namespace with all 3 backends seen, a killed demo container brought back to 3 Ready; then
-// SIGINT stops `up` cleanly, a second `up` resumes from the same etcd data (same pods' Deployment UID),
-// and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
+// pod's network namespace with all 3 backends seen, the cluster DNS (CoreDNS, assertClusterDNS), a
+// killed demo container brought back to 3 Ready; then SIGINT stops `up` cleanly, a second `up` with
+// --disable coredns resumes from the same etcd data (same pods' Deployment UID) and removes the DNS
+// add-on, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
 // pod log directory or data directory.
 func TestUpDemoAndPurge(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -59,6 +61,7 @@ func TestUpDemoAndPurge(t *testing.T) {
 	bin := binaries(t)
 	images := ctrfw.ImagesDir(t)
 	e := newEnv(t, bin, images)
+	e.writeResolvConf(t)
 
 	up := e.startUp(t)
 	client := e.client(t)
@@ -111,6 +114,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 		return strings.TrimSpace(string(out)), err
 	})
 
+	// Cluster DNS, in a demo pod and from the host.
+	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
+
 	// Kill one demo container: the kubelet restarts it and the Deployment is back to 3 Ready.
 	victim := ctrs[0]
 	before := restartCount(t, client, victim.Labels["io.kubernetes.pod.name"])
@@ -135,11 +141,14 @@ func TestUpDemoAndPurge(t *testing.T) {
 	// SIGINT: up stops its children (agent, server) and exits 0.
 	up.interrupt(t)
 
-	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods.
+	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods; with
+	// --disable coredns its server removes the DNS add-on.
+	e.extraArgs = []string{"--disable", addons.CoreDNS}
 	up2 := e.startUp(t)
 	client = e.client(t)
 	e.waitNodeReady(t, client)
 	e.waitDemoReady(t, client, 3, nil)
+	e.waitCoreDNSRemoved(t, client)
 	dep2, err := client.AppsV1().Deployments(examples.DemoNamespace).Get(ctx, examples.DemoName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +184,10 @@ type env struct {
 	serviceCIDR, podCIDR    string
 	serviceNet              *net.IPNet
 	nodeName                string
-	purged, dumped          bool
+	// resolvConf is the kubelet's --resolv-conf (writeResolvConf); extraArgs are added to up's flags.
+	resolvConf     string
+	extraArgs      []string
+	purged, dumped bool
 }
 
 func newEnv(t *testing.T, bin, images string) *env {
@@ -218,7 +230,10 @@ func (e *env) upArgs() []string {
 	if e.containerd != "" {
 		args = append(args, "--containerd", e.containerd)
 	}
-	return args
+	if e.resolvConf != "" {
+		args = append(args, "--resolv-conf", e.resolvConf)
+	}
+	return append(args, e.extraArgs...)
 }
 
 // upProc is a running `nodekit up`.
