@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
@@ -234,11 +235,25 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Serv
 	if err != nil {
 		return nil, err
 	}
+	// upstream's kubelet: webhook authentication (client certificates, then TokenReview) and
+	// authorization (SubjectAccessReview) against the API server, cached
+	authn, authz, err := server.Webhook(a.client, server.WebhookOptions{ClientCA: clientCA,
+		TokenCacheTTL: kc.Authentication.Webhook.CacheTTL.Duration, AuthorizedTTL: kc.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		UnauthorizedTTL: kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration})
+	if err != nil {
+		return nil, err
+	}
+	if kc.Authentication.Webhook.Enabled != nil && !*kc.Authentication.Webhook.Enabled {
+		authn = nil // client certificates only
+	}
+	if kc.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow {
+		authz = nil
+	}
 	return server.New(server.Config{
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
 		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
-		Authorizer: server.GroupAuthorizer{"system:masters"},
-		Pods:       kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
+		Authenticator: authn, Authorizer: authz,
+		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
 		Metrics: m,
 	})
 }

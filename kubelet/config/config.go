@@ -48,7 +48,7 @@ var Supported = []string{
 // that anonymous authentication is off (nodekit's kubelet server always requires a client certificate)
 // and containerRuntimeEndpoint is empty, which means nodekit's own managed containerd.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	anonymous := false
+	anonymous, webhook := false, true
 	resolvConf := "/etc/resolv.conf"
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
@@ -66,7 +66,12 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		RuntimeRequestTimeout:     metav1.Duration{Duration: 2 * time.Minute},
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
+			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: &webhook,
+				CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
 		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
+			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute},
+				CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second}}},
 	}
 }
 
@@ -155,9 +160,9 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	case c.ContainerRuntimeEndpoint == "" && c.ImageServiceEndpoint != "":
 		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")
 	case c.Authentication.Anonymous.Enabled != nil && *c.Authentication.Anonymous.Enabled:
-		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate")
-	case c.Authentication.Webhook.Enabled != nil && *c.Authentication.Webhook.Enabled:
-		return fmt.Errorf("authentication.webhook.enabled: not supported; nodekit's kubelet server authenticates client certificates only (authentication.x509.clientCAFile)")
+		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate or a bearer token")
+	case c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook && c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
+		return fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", c.Authorization.Mode)
 	case (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == ""):
 		return fmt.Errorf("tlsCertFile/tlsPrivateKeyFile: set both or neither")
 	}

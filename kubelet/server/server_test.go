@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -87,7 +88,7 @@ func TestServer(t *testing.T) {
 	pki := testpki.New(t)
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
-		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: GroupAuthorizer{"system:masters"}, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
+		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: authorizerfactory.NewPrivilegedGroups("system:masters"), Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

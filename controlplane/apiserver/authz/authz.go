@@ -1,12 +1,18 @@
-// Package authz decides who may do what. Members of system:masters may do everything. Nodes — users
-// system:node:<name> in group system:nodes, as Kubernetes' Node authorizer defines them — may do what a
-// kubelet and the service proxy need: read the objects a node works from, register and update nodes, write
-// pod status and events, manage node leases. Which node and which pod a node may change is narrowed by the
-// NodeRestriction admission plugin (package admission). Bootstrap-token users (group
-// system:bootstrappers) may do what Kubernetes' system:node-bootstrapper ClusterRole allows: create, get,
-// list and watch CertificateSigningRequests (plus discovery and health, like system:discovery). Anonymous
-// users may get the ConfigMap kube-public/cluster-info (kubeadm's bootstrap-signer role) and the health
-// and version endpoints (system:public-info-viewer). Everyone else is denied (403).
+// Package authz decides who may do what. The API server's authorizer (New) is a union, evaluated in this
+// order, the first Allow or Deny winning:
+//
+//  1. members of system:masters may do everything;
+//  2. nodes — users system:node:<name> in group system:nodes, as Kubernetes' Node authorizer defines
+//     them — may do what a kubelet and the service proxy need (the node rules below): read the objects a
+//     node works from, register and update nodes, write pod status and events, manage node leases, review
+//     tokens and access for the kubelet's own API. Which node and which pod a node may change is narrowed
+//     by the NodeRestriction admission plugin (package admission);
+//  3. RBAC (package authz/rbac) for everyone else: the Roles, ClusterRoles and bindings stored in
+//     rbac.authorization.k8s.io/v1, including the bootstrap policy (package bootstrappolicy) that lets
+//     bootstrap-token users request node certificates, anonymous users read kube-public/cluster-info and
+//     the health and version endpoints, and every authenticated user use discovery.
+//
+// A request none of them allows is denied (403) with the reasons they gave.
 package authz
 
 import (
@@ -16,6 +22,10 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/union"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/authz/rbac"
 )
 
 // Well-known identities.
@@ -23,13 +33,16 @@ const (
 	MastersGroup   = user.SystemPrivilegedGroup // system:masters
 	NodesGroup     = user.NodesGroup            // system:nodes
 	NodeUserPrefix = "system:node:"
-	// BootstrappersGroup is the group of every bootstrap-token user (system:bootstrap:<token id>).
-	BootstrappersGroup = "system:bootstrappers"
-	// ClusterInfoNamespace and ClusterInfoName locate kubeadm's discovery ConfigMap, which anonymous
-	// users may read.
-	ClusterInfoNamespace = "kube-public"
-	ClusterInfoName      = "cluster-info"
 )
+
+// New returns the API server's authorizer: system:masters, then the node rules (nodes), then RBAC.
+func New(nodes Authorizer, rbacRules *rbac.Authorizer) (authorizer.Authorizer, error) {
+	return union.New(
+		union.NamedAuthorizer{AuthorizerName: "Privileged", Authorizer: authorizerfactory.NewPrivilegedGroups(MastersGroup)},
+		union.NamedAuthorizer{AuthorizerName: "Node", Authorizer: authorizer.AuthorizerFunc(nodes.Authorize)},
+		union.NamedAuthorizer{AuthorizerName: "RBAC", Authorizer: rbacRules.Authorizer()},
+	)
+}
 
 // NodeName returns the node a user acts for ("" and false when the user is not a node).
 func NodeName(u user.Info) (string, bool) {
@@ -72,23 +85,18 @@ var nodeRules = map[string][]string{
 	"/serviceaccounts/token":          {"create"},
 	// A kubelet renews its own client certificate through a CSR (the system:node ClusterRole).
 	"certificates.k8s.io/certificatesigningrequests": {"create", "get", "list", "watch"},
+	// A kubelet authenticates and authorizes callers of its own API (webhook mode).
+	"authentication.k8s.io/tokenreviews":             {"create"},
+	"authorization.k8s.io/subjectaccessreviews":      {"create"},
+	"authorization.k8s.io/localsubjectaccessreviews": {"create"},
 }
 
-// bootstrapperRules: what system:node-bootstrapper allows.
-var bootstrapperRules = map[string][]string{
-	"certificates.k8s.io/certificatesigningrequests": {"create", "get", "list", "watch"},
-}
-
-// Authorize allows masters everything and nodes the rules above; it never returns an error.
+// Authorize allows nodes the rules above and denies them the rest; it has no opinion on other users.
+// It never returns an error.
 func (z Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u == nil {
 		return authorizer.DecisionDeny, "no user", nil
-	}
-	for _, g := range u.GetGroups() {
-		if g == MastersGroup {
-			return authorizer.DecisionAllow, "", nil
-		}
 	}
 	if node, ok := NodeName(u); ok {
 		if !a.IsResourceRequest() {
@@ -99,20 +107,11 @@ func (z Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (aut
 		}
 		return byRules(a, nodeRules, "node "+u.GetName())
 	}
-	if slices.Contains(u.GetGroups(), BootstrappersGroup) {
-		if !a.IsResourceRequest() {
-			return discovery(a, "bootstrappers")
-		}
-		return byRules(a, bootstrapperRules, "bootstrap user "+u.GetName())
-	}
-	if slices.Contains(u.GetGroups(), user.AllUnauthenticated) {
-		return anonymous(a)
-	}
-	return authorizer.DecisionNoOpinion, "user " + u.GetName() + " has no permissions", nil
+	return authorizer.DecisionNoOpinion, "", nil
 }
 
 // discovery allows GET of the discovery, OpenAPI, health and version endpoints (system:discovery,
-// system:public-info-viewer) and denies every other non-resource request.
+// system:public-info-viewer) and denies every other non-resource request (nodes' discovery).
 func discovery(a authorizer.Attributes, who string) (authorizer.Decision, string, error) {
 	p := a.GetPath()
 	if a.GetVerb() == "get" && (p == "/healthz" || p == "/readyz" || p == "/livez" || p == "/version" ||
@@ -132,24 +131,6 @@ func byRules(a authorizer.Attributes, rules map[string][]string, who string) (au
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionDeny, who + " may not " + a.GetVerb() + " " + key, nil
-}
-
-// anonymous allows unauthenticated users to get the health and version endpoints and the cluster-info
-// ConfigMap in kube-public (by name: no list or watch), nothing else.
-func anonymous(a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if a.GetVerb() != "get" {
-		return authorizer.DecisionDeny, "anonymous users may only get cluster-info", nil
-	}
-	if !a.IsResourceRequest() {
-		switch a.GetPath() {
-		case "/healthz", "/readyz", "/livez", "/version", "/version/":
-			return authorizer.DecisionAllow, "", nil
-		}
-	} else if a.GetAPIGroup() == "" && a.GetResource() == "configmaps" && a.GetSubresource() == "" &&
-		a.GetNamespace() == ClusterInfoNamespace && a.GetName() == ClusterInfoName {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionDeny, "anonymous users may only get configmap " + ClusterInfoNamespace + "/" + ClusterInfoName, nil
 }
 
 // authorizeReference allows a node to get a secret or configmap a pod bound to it refers to.
