@@ -62,6 +62,10 @@ func TestUpDemoAndPurge(t *testing.T) {
 	images := ctrfw.ImagesDir(t)
 	e := newEnv(t, bin, images)
 	e.writeResolvConf(t)
+	// Pods reach the API server (CoreDNS reads Services through it) at the kubernetes Service's
+	// endpoint, the advertise address: it must not be loopback, so the API server binds every address
+	// (on its random port) and advertises the host's first one.
+	e.bindAddress = "0.0.0.0"
 
 	up := e.startUp(t)
 	client := e.client(t)
@@ -220,8 +224,12 @@ func newEnv(t *testing.T, bin, images string) *env {
 }
 
 func (e *env) upArgs() []string {
+	bind := e.bindAddress
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
 	args := []string{"up", "--data-dir", e.dataDir, "--node-name", e.nodeName, "--node-ip", "127.0.0.1",
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(e.apiPort), "--etcd-listen-client", e.etcdAddr,
+		"--bind-address", bind, "--secure-port", strconv.Itoa(e.apiPort), "--etcd-listen-client", e.etcdAddr,
 		"--service-cluster-ip-range", e.serviceCIDR, "--cluster-cidr", e.podCIDR,
 		"--kubelet-address", "127.0.0.1", "--kubelet-port", strconv.Itoa(e.kubeletPort),
 		"--proxy-metrics-bind-address", e.proxyMetrics, "--images-dir", e.images,
@@ -604,6 +612,13 @@ func (e *env) dumpLogs(t *testing.T) {
 			continue
 		}
 		t.Logf("--- %s.log (last 60 lines)\n%s", c, tail(string(b), 60))
+	}
+	// The add-ons' container logs (CoreDNS).
+	logs, _ := filepath.Glob(filepath.Join(e.podLogsDir, "kube-system_*", "*", "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			t.Logf("--- %s (last 30 lines)\n%s", l, tail(string(b), 30))
+		}
 	}
 }
 
