@@ -189,8 +189,10 @@ type env struct {
 	serviceNet              *net.IPNet
 	nodeName                string
 	// resolvConf is the kubelet's --resolv-conf (writeResolvConf); extraArgs are added to up's flags.
-	resolvConf     string
-	extraArgs      []string
+	resolvConf string
+	extraArgs  []string
+	// bindAddress is the API server\'s --bind-address (default 127.0.0.1).
+	bindAddress    string
 	purged, dumped bool
 }
 
