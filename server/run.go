@@ -42,6 +42,9 @@ func Run(ctx context.Context, c Config) error {
 	ao := c.APIServer
 	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
 	ao.SchedulerKubeconfig, ao.ControllerManagerKubeconfig = p.SchedulerKubeconfig, p.ControllerManagerKubeconfig
+	if ao.ShutdownTimeout == 0 {
+		ao.ShutdownTimeout = ShutdownTimeout
+	}
 	ao.EtcdEndpoints = store.Endpoints
 	ao.EtcdCAFile, ao.EtcdCertFile, ao.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
 	api, err := apiserver.New(ao)
@@ -67,6 +70,12 @@ func Run(ctx context.Context, c Config) error {
 	}()
 	return api.Run(ctx)
 }
+
+// ShutdownTimeout bounds how long the API server waits for open requests when the server stops. Pods
+// that watch the API (CoreDNS) keep their watches open across the node agent's stop, so the API
+// server's own default (60 s) would outlast the 45 s that `nodekit up` and the systemd unit grant
+// before SIGKILL.
+const ShutdownTimeout = 15 * time.Second
 
 // startAddons reconciles the cluster add-ons (controlplane/addons) on the admin kubeconfig, retrying
 // every 5 s until it succeeds: the k3s packaged-manifests step of every server start.
