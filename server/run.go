@@ -73,8 +73,8 @@ func Run(ctx context.Context, c Config) error {
 
 // ShutdownTimeout bounds how long the API server waits for open requests when the server stops. Pods
 // that watch the API (CoreDNS) keep their watches open across the node agent's stop, so the API
-// server's own default (60 s) would outlast the 45 s that `nodekit up` and the systemd unit grant
-// before SIGKILL.
+// server's own default (60 s) would outlast the 45 s that `nodekit up` grants
+// before SIGKILL (TimeoutStopSec=60 in the unit).
 const ShutdownTimeout = 15 * time.Second
 
 // startAddons reconciles the cluster add-ons (controlplane/addons) on the admin kubeconfig, retrying
