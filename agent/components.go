@@ -108,6 +108,9 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		EvictionMaxPodGracePeriod:        int64(kc.EvictionMaxPodGracePeriod),
 		NetworkGC:                        a.networkGC,
 	}
+	if kc.ResolverConfig != nil {
+		cfg.ResolvConf = *kc.ResolverConfig
+	}
 	if a.cfg.TuneKubelet != nil {
 		a.cfg.TuneKubelet(&cfg)
 	}

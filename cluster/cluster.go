@@ -32,6 +32,7 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
@@ -75,6 +76,11 @@ type Config struct {
 	// Containerd is the containerd binary the agent manages; default "containerd" from PATH. Its
 	// directory is put first in the agent's PATH (containerd finds its shim there).
 	Containerd string
+	// Disable names the add-ons (controlplane/addons.Names) the server does not install (--disable).
+	Disable []string
+	// ResolvConf is the kubelet's resolver file for dnsPolicy Default pods, CoreDNS's included (its
+	// upstream servers); default /etc/resolv.conf.
+	ResolvConf string
 	// Demo applies examples.Demo once the node is Ready (nodekit up's default).
 	Demo bool
 	// Timeouts: for the API server to answer, the Node to turn Ready, and the demo to be available.
@@ -150,6 +156,9 @@ func (c *Config) complete() error {
 		if _, _, err := net.ParseCIDR(cidr.v); err != nil {
 			return fmt.Errorf("cluster: %s %q: %w", cidr.field, cidr.v, err)
 		}
+	}
+	if err := c.server().Validate(); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
 	if c.APIPort == 0 {
 		c.APIPort = server.DefaultSecurePort
@@ -351,7 +360,22 @@ func (c *Config) server() server.Config {
 	return server.Config{DataDir: c.DataDir,
 		APIServer:   apiserver.Options{BindAddress: c.APIBindAddress, Port: c.APIPort, ServiceCIDR: c.ServiceCIDR},
 		Etcd:        etcd.Config{ClientAddr: c.EtcdClientAddr},
-		Controllers: controllers.Options{ClusterCIDR: c.ClusterCIDR}}
+		Controllers: controllers.Options{ClusterCIDR: c.ClusterCIDR},
+		Addons:      addons.Options{Disabled: c.Disable}}
+}
+
+// kubeletDNS gives a's kubelet the cluster DNS: clusterDNS the kube-dns address of the service range
+// (addons.DNSServiceIP, also when the coredns add-on is disabled, as k3s does, so that a DNS server
+// installed by hand at that address serves the pods), clusterDomain cluster.local, and ResolvConf.
+func (c *Config) kubeletDNS(a *agent.Config) {
+	if ip, err := addons.DNSServiceIP(c.ServiceCIDR); err == nil { // complete validated it
+		a.Kubelet.ClusterDNS = []string{ip.String()}
+	}
+	a.Kubelet.ClusterDomain = addons.DefaultClusterDomain
+	if c.ResolvConf != "" {
+		rc := c.ResolvConf
+		a.Kubelet.ResolverConfig = &rc
+	}
 }
 
 // startServer starts `nodekit server` for sc, tagged "server".
@@ -367,6 +391,7 @@ func (c *Cluster) agentConfig(kubeconfig string) agent.Config {
 	a.ImagesDir, a.CNIConfDir, a.ClusterCIDR, a.ProxyMetricsAddr = cfg.ImagesDir, cfg.CNIConfDir, cfg.ClusterCIDR, cfg.ProxyMetricsAddr
 	a.ProxyHealthzAddr = cfg.ProxyHealthzAddr
 	a.Kubelet.Address, a.Kubelet.Port, a.Kubelet.PodLogsDir = cfg.KubeletAddress, int32(cfg.KubeletPort), cfg.PodLogsDir
+	cfg.kubeletDNS(&a)
 	return a
 }
 

@@ -50,13 +50,15 @@ type LabConfig struct {
 	// and 15 s, against 40 s and 300 s in production).
 	NodeMonitorGracePeriod    time.Duration
 	NotReadyTolerationSeconds int
-	ImagesDir, Containerd     string
-	Executable                string
-	NodeTimeout               time.Duration
-	StopTimeout               time.Duration
-	ComponentLogs             slog.Handler
-	Logger                    *slog.Logger
-	Out                       io.Writer
+	// Disable names the add-ons the server does not install, as Config.Disable.
+	Disable               []string
+	ImagesDir, Containerd string
+	Executable            string
+	NodeTimeout           time.Duration
+	StopTimeout           time.Duration
+	ComponentLogs         slog.Handler
+	Logger                *slog.Logger
+	Out                   io.Writer
 	// CLI is how the user runs nodekit, as the summary's hints spell it; default "nodekit".
 	CLI string
 }
@@ -168,7 +170,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		return nil, fmt.Errorf("lab: 'nodekit lab up' (pid %d) already runs on %s", prev.UpPID, lc.DataDir)
 	}
 	cfg := Config{DataDir: lc.DataDir, NodeName: lc.Prefix + "-server", APIBindAddress: lc.labIP(1), APIPort: lc.APIPort,
-		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir,
+		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir, Disable: lc.Disable,
 		Containerd: lc.Containerd, Executable: lc.Executable, NodeTimeout: lc.NodeTimeout, StopTimeout: lc.StopTimeout,
 		ComponentLogs: lc.ComponentLogs, Logger: lc.Logger, Out: lc.Out, CLI: lc.CLI}
 	if err := cfg.complete(); err != nil {
@@ -302,11 +304,12 @@ func (l *Lab) buildNetwork() error {
 
 // labAgent is the agent settings of lab node n beyond its identity and credentials (which a joined
 // node gets from hack/install.sh): its own CNI config and pod log dirs (which `lab down` cleans), the
-// lab's images and pod network, the kubelet server on its lab address.
+// lab's images and pod network, the kubelet server on its lab address, the cluster DNS.
 func labAgent(cfg Config, n LabNode) agent.Config {
 	a := agent.Default()
 	a.CNIConfDir, a.Kubelet.PodLogsDir = filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
 	a.ImagesDir, a.ClusterCIDR, a.Kubelet.Address = cfg.ImagesDir, cfg.ClusterCIDR, n.IP
+	cfg.kubeletDNS(&a)
 	return a
 }
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs nodekit on a Debian/Ubuntu host as systemd services, as a server or as an agent joining one.
 #
-#   install.sh server [--advertise-address IP] [--node-name NAME] [-- EXTRA SERVER FLAGS]
+#   install.sh server [--advertise-address IP] [--node-name NAME] [--cluster-dns IP] [-- EXTRA SERVER FLAGS]
 #   install.sh agent  --server https://HOST:6443 (--token TOKEN --ca-hash sha256:HEX | --kubeconfig FILE)
-#                     [--node-name NAME] [--node-ip IP] [-- EXTRA AGENT FLAGS]
+#                     [--node-name NAME] [--node-ip IP] [--cluster-dns IP] [-- EXTRA AGENT FLAGS]
+#
+# Every node's kubelet gets the cluster DNS: --cluster-dns (default 10.96.0.10, the kube-dns Service of
+# the default service range; give the tenth address of the server's --service-cluster-ip-range when it
+# differs) and the domain cluster.local.
 #
 # An agent joins with a bootstrap token and the CA hash that 'nodekit token create' prints on the server:
 # on its first start it pins the server's CA by that hash, requests its client certificate with the token
@@ -17,6 +21,8 @@
 #
 # Environment:
 #   NODEKIT_BIN_DIR   directory holding nodekit and nodekit-cni (default: bin/ of this checkout)
+#   NODEKIT_IMAGES_DIR  bundled image archives (pause, coredns, demo) copied to $NODEKIT_DATA_DIR/images,
+#                     which the agent imports at start (default: _output/images of this checkout, if built)
 #   NODEKIT_DATA_DIR  data directory (default /var/lib/nodekit)
 #   PREFIX            install prefix of the binaries (default /usr/local)
 #   DESTDIR           root the files are written under (default /; for packaging and tests)
@@ -26,6 +32,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin_dir=${NODEKIT_BIN_DIR:-$here/../bin}
+images_dir=${NODEKIT_IMAGES_DIR:-$here/../_output/images}
 data_dir=${NODEKIT_DATA_DIR:-/var/lib/nodekit}
 prefix=${PREFIX:-/usr/local}
 destdir=${DESTDIR:-}
@@ -51,7 +58,7 @@ server | agent) ;;
 *) die "unknown role '$role': use server or agent" ;;
 esac
 
-server_url='' token='' ca_hash='' kubeconfig='' node_name='' node_ip='' advertise=''
+server_url='' token='' ca_hash='' kubeconfig='' node_name='' node_ip='' advertise='' cluster_dns=10.96.0.10
 extra=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -62,6 +69,7 @@ while [ $# -gt 0 ]; do
 	--node-name) node_name=${2:?--node-name needs a name}; shift 2 ;;
 	--node-ip) node_ip=${2:?--node-ip needs an address}; shift 2 ;;
 	--advertise-address) advertise=${2:?--advertise-address needs an address}; shift 2 ;;
+	--cluster-dns) cluster_dns=${2:?--cluster-dns needs an address}; shift 2 ;;
 	--) shift; extra=("$@"); break ;;
 	*) die "unknown flag '$1'" ;;
 	esac
@@ -113,6 +121,11 @@ fi
 echo "installing nodekit ($role) into ${destdir}${prefix}/bin"
 install -d -m 0755 "$destdir$prefix/bin" "$etc_dir" "$unit_dir"
 install -m 0755 "$bin_dir/nodekit" "$bin_dir/nodekit-cni" "$destdir$prefix/bin/"
+# The bundled images (no registry is needed for pause, coredns and the demo).
+if compgen -G "$images_dir/*.tar" >/dev/null; then
+	install -d -m 0755 "$destdir$data_dir/images"
+	install -m 0644 "$images_dir"/*.tar "$destdir$data_dir/images/"
+fi
 
 # quote renders words for a systemd EnvironmentFile value (double-quoted, escapes for " and \).
 quote() {
@@ -125,7 +138,11 @@ quote() {
 	printf '"%s"' "$out"
 }
 
-node_args=()
+node_args=(--cluster-dns "$cluster_dns" --cluster-domain cluster.local)
+for a in "${extra[@]}"; do
+	# The extra flags' own cluster DNS wins (a repeated --cluster-dns would add a second server).
+	case $a in --cluster-dns | --cluster-dns=*) node_args=() ;; esac
+done
 [ -n "$node_name" ] && node_args+=(--node-name "$node_name")
 [ -n "$node_ip" ] && node_args+=(--node-ip "$node_ip")
 units=(nodekit-agent.service)

@@ -1,5 +1,6 @@
 // Package server is `nodekit server` as a library: the control plane of one cluster in one process —
-// the embedded (or an external) etcd, the API server, the scheduler and the controller manager — with
+// the embedded (or an external) etcd, the API server, the scheduler and the controller manager, and the
+// cluster add-ons it installs (controlplane/addons: coredns) — with
 // its settings in one typed Config (defaults defined once, in DefaultConfig), its data-dir layout in
 // Paths, the argv that starts it in Args and the process itself in Run. cmd/nodekit binds its flags
 // to a Config (BindFlags) and calls Run; cluster/ (up, lab) builds a Config and starts Args.
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
@@ -65,6 +67,9 @@ type Config struct {
 	Controllers controllers.Options
 	// Scheduler: the scheduler's options (no flags; its defaults).
 	Scheduler scheduler.Options
+	// Addons: which add-ons are disabled (--disable). Run reconciles them once the API server is
+	// ready, with the API server's ServiceCIDR.
+	Addons addons.Options
 	// Ready, when set, is called once, as soon as the API server answers /readyz with ok (cmd/nodekit
 	// sends systemd's READY=1 from it).
 	Ready func()
@@ -141,16 +146,24 @@ func (c Config) Paths() Paths {
 }
 
 // Validate checks the settings Run would otherwise discover only after starting etcd: the API server's
-// port (1-65535), the service and cluster CIDRs, the NodePort range ("first-last" within 1-65535, first
+// port (1-65535), the disabled add-ons' names, the service and cluster CIDRs, the NodePort range ("first-last" within 1-65535, first
 // <= last) and the node CIDR mask size (longer than the cluster CIDR's, at most 30 for IPv4). Errors name
 // the flag. Zero values are taken as their defaults first (WithDefaults).
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := c.Addons.Validate(); err != nil {
+		return err
+	}
 	if p := c.APIServer.Port; p < 1 || p > 65535 {
 		return fmt.Errorf("--secure-port: %d is not in 1-65535", p)
 	}
 	if _, _, err := net.ParseCIDR(c.APIServer.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	if c.Addons.Enabled(addons.CoreDNS) {
+		if _, err := addons.DNSServiceIP(c.APIServer.ServiceCIDR); err != nil {
+			return fmt.Errorf("--service-cluster-ip-range: %w (or --disable %s)", err, addons.CoreDNS)
+		}
 	}
 	_, cluster, err := net.ParseCIDR(c.Controllers.ClusterCIDR)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/controlplane/addons"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
@@ -43,13 +44,14 @@ func TestArgsRoundTripThroughFlags(t *testing.T) {
 			Controllers: controllers.Options{ClusterCIDR: "10.150.0.0/16", NodeCIDRMaskSize: 26,
 				NodeMonitorGracePeriod: 20 * time.Second, NodeMonitorPeriod: 2 * time.Second,
 				ClusterSigningDuration: 48 * time.Hour, Controllers: []string{controllers.NodeIPAM, controllers.Namespace}},
+			Addons: addons.Options{Disabled: []string{addons.CoreDNS}},
 		}, []string{"--bind-address=172.30.0.1", "--secure-port=16443", "--advertise-address=172.30.0.1",
 			"--tls-san=10.0.0.9,api.example", "--service-cluster-ip-range=10.97.0.0/16", "--service-node-port-range=31000-31999",
 			"--token-auth-file=/etc/tokens.csv", "--default-not-ready-toleration-seconds=15", "--etcd-listen-client=127.0.0.1:12379",
 			"--etcd-servers=https://e1:2379,https://e2:2379", "--etcd-cafile=/e/ca.crt", "--etcd-certfile=/e/c.crt",
 			"--etcd-keyfile=/e/c.key", "--cluster-cidr=10.150.0.0/16", "--node-cidr-mask-size=26",
 			"--node-monitor-grace-period=20s", "--node-monitor-period=2s", "--cluster-signing-duration=48h0m0s",
-			"--controllers=nodeipam,namespace"}},
+			"--controllers=nodeipam,namespace", "--disable=coredns"}},
 		{"some", Config{DataDir: "/d", APIServer: apiserver.Options{Port: 7443}, Controllers: controllers.Options{ClusterCIDR: "10.42.0.0/16"}},
 			[]string{"--secure-port=7443", "--cluster-cidr=10.42.0.0/16"}},
 	} {
@@ -105,6 +107,8 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Controllers.NodeCIDRMaskSize = 16 }, "--node-cidr-mask-size: 16 must be longer than --cluster-cidr's /16"},
 		{func(c *Config) { c.APIServer.NodePortRange = "32767-30000" }, `--service-node-port-range: "32767-30000"`},
 		{func(c *Config) { c.APIServer.NodePortRange = "30000" }, `--service-node-port-range: "30000"`},
+		{func(c *Config) { c.Addons.Disabled = []string{"dns"} }, `--disable: unknown add-on "dns"`},
+		{func(c *Config) { c.APIServer.ServiceCIDR = "10.96.0.0/29" }, "--service-cluster-ip-range: service CIDR 10.96.0.0/29 is too small for the cluster DNS address"},
 	} {
 		c := Config{DataDir: "/d"}
 		tc.mod(&c)

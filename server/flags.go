@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/internal/cli"
 )
 
@@ -33,6 +34,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.DurationVar(&k.NodeMonitorPeriod, "node-monitor-period", k.NodeMonitorPeriod, "how often node health and pod evictions are checked")
 	fs.DurationVar(&k.ClusterSigningDuration, "cluster-signing-duration", k.ClusterSigningDuration, "longest lifetime of the certificates csrsigning issues")
 	fs.StringSliceVar(&k.Controllers, "controllers", k.Controllers, "controllers to run (default: all)")
+	fs.StringSliceVar(&c.Addons.Disabled, "disable", c.Addons.Disabled, "add-ons not to install, and to remove if installed: "+strings.Join(addons.Names, ","))
 }
 
 // Args returns the command line after `nodekit` that runs this server: CommandName, --data-dir, then

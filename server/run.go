@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekit/nodekit/controlplane/addons"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
@@ -20,10 +21,11 @@ import (
 // Etcd.Servers names external ones), then the API server (PKI and admin kubeconfig on first start),
 // then the scheduler and the controller manager as ordinary API clients. It calls c.Ready once the
 // API server answers /readyz (which checks the scheduler and the controller manager as
-// /readyz/scheduler and /readyz/controller-manager) and returns when the API server has shut down. If
-// the scheduler or the controller manager stops (returns or panics) while the server runs, Run logs it,
-// shuts the API server down and returns an error naming it, so `nodekit server` exits non-zero and its
-// supervisor (systemd, `nodekit up`) restarts the whole server.
+// /readyz/scheduler and /readyz/controller-manager), then reconciles the add-ons (c.Addons, retrying
+// until done), and returns when the API server has shut down. If the scheduler or the controller manager
+// stops (returns or panics) while the server runs, Run logs it, shuts the API server down and returns an
+// error naming it, so `nodekit server` exits non-zero and its supervisor (systemd, `nodekit up`)
+// restarts the whole server.
 func Run(ctx context.Context, c Config) error {
 	if c.DataDir == "" {
 		return errors.New("server: DataDir is required")
@@ -43,6 +45,9 @@ func Run(ctx context.Context, c Config) error {
 	ao := c.APIServer
 	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
 	ao.SchedulerKubeconfig, ao.ControllerManagerKubeconfig = p.SchedulerKubeconfig, p.ControllerManagerKubeconfig
+	if ao.ShutdownTimeout == 0 {
+		ao.ShutdownTimeout = ShutdownTimeout
+	}
 	ao.EtcdEndpoints = store.Endpoints
 	ao.EtcdCAFile, ao.EtcdCertFile, ao.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
 	api, err := apiserver.New(ao)
@@ -67,13 +72,17 @@ func Run(ctx context.Context, c Config) error {
 	for _, l := range loops {
 		l.start(ctx, stopped)
 	}
-	if c.Ready != nil {
-		go func() {
-			if waitReadyz(ctx, api.KubeconfigPath) {
-				c.Ready()
-			}
-		}()
-	}
+	addonOpts := c.Addons
+	addonOpts.ServiceCIDR = c.APIServer.ServiceCIDR
+	go func() {
+		if !waitReadyz(ctx, api.KubeconfigPath) {
+			return
+		}
+		if c.Ready != nil {
+			c.Ready()
+		}
+		startAddons(ctx, api.KubeconfigPath, addonOpts)
+	}()
 	served := make(chan error, 1)
 	go func() { served <- api.Run(ctx) }()
 	select {
@@ -85,6 +94,28 @@ func Run(ctx context.Context, c Config) error {
 		<-served
 		return fmt.Errorf("server: %w", err)
 	}
+}
+
+// ShutdownTimeout bounds how long the API server waits for open requests when the server stops. Pods
+// that watch the API (CoreDNS) keep their watches open across the node agent's stop, so the API
+// server's own default (60 s) would outlast the 45 s that `nodekit up` grants
+// before SIGKILL (TimeoutStopSec=60 in the unit).
+const ShutdownTimeout = 15 * time.Second
+
+// startAddons reconciles the cluster add-ons (controlplane/addons) on the admin kubeconfig, retrying
+// every 5 s until it succeeds: the k3s packaged-manifests step of every server start.
+func startAddons(ctx context.Context, kubeconfig string, o addons.Options) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		slog.Error("add-ons: load kubeconfig", "kubeconfig", kubeconfig, "err", err)
+		return
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		slog.Error("add-ons: client", "kubeconfig", kubeconfig, "err", err)
+		return
+	}
+	addons.Run(ctx, client, o, slog.Default().With("component", "addons"), 5*time.Second)
 }
 
 // controlLoops returns the scheduler and the controller manager, each with its own kubeconfig

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/internal/cli"
 	"github.com/nodekit/nodekit/server"
 )
@@ -78,6 +80,7 @@ func labUpCmd() *cobra.Command {
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", server.DefaultClusterCIDR, "pod network; each node's podCIDR is cut from it")
 	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images, built there first when empty and run from a nodekit source tree)")
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary the agents manage (default: containerd from PATH)")
+	f.StringSliceVar(&cfg.Disable, "disable", nil, "add-ons the server does not install: "+strings.Join(addons.Names, ","))
 	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr")
 	return up
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/images/build"
 	"github.com/nodekit/nodekit/internal/logging"
 	"github.com/nodekit/nodekit/server"
@@ -84,6 +86,8 @@ func bindUpFlags(f *pflag.FlagSet, cfg *cluster.Config) {
 	f.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "where the agent writes the CNI conflist")
 	f.StringVar(&cfg.PodLogsDir, "pod-logs-dir", "/var/log/pods", "the kubelet's pod log directory")
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary for the managed runtime (default: containerd from PATH)")
+	f.StringSliceVar(&cfg.Disable, "disable", nil, "add-ons the server does not install (and removes if installed): "+strings.Join(addons.Names, ","))
+	f.StringVar(&cfg.ResolvConf, "resolv-conf", "", "the kubelet's resolver file for dnsPolicy Default pods, CoreDNS's upstream servers included (default /etc/resolv.conf)")
 	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 3*time.Minute, "how long to wait for the node to be Ready")
 	f.DurationVar(&cfg.DemoTimeout, "demo-timeout", 3*time.Minute, "how long to wait for the demo Deployment to be available")
 }

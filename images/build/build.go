@@ -1,5 +1,5 @@
-// Package build turns the sources of nodekit's bundled images (images/pause, images/demo-server) into
-// OCI image archives: it cross-compiles each image's static Go binary with the Go toolchain
+// Package build turns the sources of nodekit's bundled images (images/pause, images/demo-server,
+// images/coredns) into OCI image archives: it cross-compiles each image's static Go binary with the Go toolchain
 // (CGO_ENABLED=0, -trimpath, -buildvcs=false, fixed ldflags), packs it into a single layer with fixed
 // timestamps and ownership, and writes an OCI image layout as a tar whose index.json names the image
 // with the io.containerd.image.name and org.opencontainers.image.ref.name annotations (what `ctr images
@@ -54,8 +54,12 @@ var epoch = time.Unix(0, 0).UTC()
 type Spec struct {
 	// Ref is the image reference, e.g. bundled.Pause.
 	Ref string
-	// Package is the module-relative Go package of the image's binary, e.g. "./images/pause".
+	// Package is the Go package of the image's binary, relative to Module, e.g. "./images/pause".
 	Package string
+	// Module is the directory, relative to the nodekit source tree, of the Go module that Package is
+	// built in (its own go.mod and go.sum); empty: the nodekit module itself. images/coredns is such a
+	// module, so that CoreDNS's dependencies stay out of nodekit's go.mod.
+	Module string
 	// Binary is the binary's path inside the image, e.g. "/pause".
 	Binary string
 	// Ldflags are extra linker flags (e.g. "-X main.defaultVersion=v1").
@@ -88,6 +92,8 @@ var Specs = []Spec{
 		Dirs: []string{"/dev", "/etc", "/proc", "/sys"}, Entrypoint: []string{"/pause"}},
 	demoServer(bundled.DemoServerV1, "v1"),
 	demoServer(bundled.DemoServerV2, "v2"),
+	{Ref: bundled.CoreDNS, Module: "images/coredns", Package: ".", Binary: "/coredns",
+		Dirs: []string{"/dev", "/etc", "/proc", "/sys", "/tmp"}, Entrypoint: []string{"/coredns"}},
 }
 
 // Options configure Build.
@@ -250,10 +256,10 @@ func Build(ctx context.Context, opts Options) ([]Result, error) {
 func compile(ctx context.Context, opts Options, spec Spec, out string) error {
 	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.Ldflags...), " ")
 	cmd := exec.CommandContext(ctx, opts.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, spec.Package)
-	cmd.Dir = opts.ModuleDir
+	cmd.Dir = filepath.Join(opts.ModuleDir, spec.Module)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+opts.Arch, "GOFLAGS=-mod=readonly")
 	if outb, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", spec.Package, err, outb)
+		return fmt.Errorf("go build %s in %s: %w\n%s", spec.Package, cmd.Dir, err, outb)
 	}
 	return nil
 }
@@ -266,8 +272,13 @@ func Image(spec Spec, bin, arch string) (v1.Image, error) {
 		return nil, err
 	}
 	return FromLayer(layerTar, ImageConfig{Arch: arch, Entrypoint: spec.Entrypoint, Env: spec.Env,
-		CreatedBy: "nodekit images build " + spec.Package,
-		Labels:    map[string]string{"org.opencontainers.image.source": ModulePath + "/" + strings.TrimPrefix(spec.Package, "./")}})
+		CreatedBy: "nodekit images build ./" + path.Join(spec.Module, spec.Package),
+		Labels:    map[string]string{"org.opencontainers.image.source": sourceOf(spec)}})
+}
+
+// sourceOf is the Go import path of spec's binary: ModulePath/<Module>/<Package>, cleaned.
+func sourceOf(spec Spec) string {
+	return path.Join(ModulePath, spec.Module, spec.Package)
 }
 
 // ImageConfig is what FromLayer puts in an image's config and history.

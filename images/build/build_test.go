@@ -123,13 +123,42 @@ func checkArchive(t *testing.T, r Result, data []byte) {
 	if bin == nil || bin.Mode != 0o755 || bin.Size < 100_000 {
 		t.Errorf("%s: entrypoint %s in layer: %+v", r.File, cfg.Config.Entrypoint[0], bin)
 	}
-	if r.Ref != bundled.Pause {
+	if r.Ref == bundled.DemoServerV1 || r.Ref == bundled.DemoServerV2 {
 		if sh := entries["bin/sh"]; sh == nil || sh.Typeflag != tar.TypeSymlink || sh.Linkname != "/demo-server" {
 			t.Errorf("%s: bin/sh is %+v, want a symlink to /demo-server", r.File, sh)
 		}
 		if tmp := entries["tmp/"]; tmp == nil || tmp.Mode != 0o1777 {
 			t.Errorf("%s: tmp/ is %+v, want mode 1777", r.File, tmp)
 		}
+	}
+}
+
+// TestCoreDNSVersion: the coredns image's tag is the CoreDNS module version images/coredns/go.mod
+// requires, and its Spec builds in that module.
+func TestCoreDNSVersion(t *testing.T) {
+	dir, err := FindModuleDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(dir, "images", "coredns", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "github.com/coredns/coredns " + bundled.CoreDNSVersion
+	if !bytes.Contains(gomod, []byte("require "+want+"\n")) && !bytes.Contains(gomod, []byte("\t"+want+"\n")) {
+		t.Errorf("images/coredns/go.mod does not require %s:\n%s", want, gomod)
+	}
+	var found bool
+	for _, s := range Specs {
+		if s.Ref == bundled.CoreDNS {
+			found = true
+			if s.Module != "images/coredns" || sourceOf(s) != ModulePath+"/images/coredns" {
+				t.Errorf("coredns spec: module %q, source %q", s.Module, sourceOf(s))
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no Spec builds %s", bundled.CoreDNS)
 	}
 }
 

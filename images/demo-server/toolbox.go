@@ -23,7 +23,7 @@ func init() {
 	tools = map[string]func([]string) int{
 		"cat": cat, "echo": echo, "sleep": sleep, "env": env, "ls": ls, "touch": touch, "rm": rm,
 		"true": func([]string) int { return 0 }, "false": func([]string) int { return 1 },
-		"hostname": hostname, "sh": sh, "ln": ln,
+		"hostname": hostname, "sh": sh, "ln": ln, "nslookup": nslookup, "getent": getent,
 	}
 }
 

@@ -37,7 +37,7 @@ var Supported = []string{
 	"apiVersion", "kind",
 	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "serverTLSBootstrap", "authentication",
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
-	"clusterDNS", "clusterDomain",
+	"clusterDNS", "clusterDomain", "resolvConf",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
@@ -58,6 +58,7 @@ var Supported = []string{
 // merging into them.
 func Default() *kubeletv1beta1.KubeletConfiguration {
 	anonymous, profiling, webhook := false, true, true
+	resolvConf := "/etc/resolv.conf"
 	logMaxFiles, gcHigh, gcLow := int32(5), int32(85), int32(80)
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
@@ -66,6 +67,7 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		Port:                             10250,
 		PodLogsDir:                       "/var/log/pods",
 		SyncFrequency:                    metav1.Duration{Duration: time.Minute},
+		ResolverConfig:                   &resolvConf,
 		FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
 		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 10 * time.Second},
 		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},

@@ -25,7 +25,7 @@ type Flags struct {
 
 // AddFlags registers --config and the kubelet flags that override KubeletConfiguration fields (upstream
 // names: --address, --port, --tls-cert-file, --tls-private-key-file, --client-ca-file,
-// --pod-manifest-path, --pod-logs-dir, --sync-frequency, --cluster-dns, --cluster-domain,
+// --pod-manifest-path, --pod-logs-dir, --sync-frequency, --cluster-dns, --cluster-domain, --resolv-conf,
 // --node-status-update-frequency, --max-pods, --cgroup-root, --cgroup-driver, --register-with-taints,
 // --container-runtime-endpoint, --image-service-endpoint, --enable-profiling-handler) on fs. Their defaults are Default()'s.
 func AddFlags(fs *pflag.FlagSet) *Flags { return BindFlags(fs, Default(), "") }
@@ -54,6 +54,10 @@ func BindFlags(fs *pflag.FlagSet, cfg *kubeletv1beta1.KubeletConfiguration, conf
 	fs.DurationVar(&c.SyncFrequency.Duration, "sync-frequency", c.SyncFrequency.Duration, "max period between syncs of running pods")
 	fs.StringSliceVar(&c.ClusterDNS, "cluster-dns", c.ClusterDNS, "comma-separated cluster DNS server IPs given to pods")
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS domain, e.g. cluster.local")
+	if c.ResolverConfig == nil {
+		c.ResolverConfig = new(string)
+	}
+	fs.StringVar(c.ResolverConfig, "resolv-conf", *c.ResolverConfig, "resolver configuration file that pods with dnsPolicy Default get (and ClusterFirst pods' extra search domains)")
 	fs.DurationVar(&c.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", c.NodeStatusUpdateFrequency.Duration, "how often the node status is computed (and posted when changed)")
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "pods capacity of the node")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "parent cgroup of the pods' cgroups (kubepods); empty = the root \"/\"")

@@ -93,9 +93,15 @@ func TestSystemdUnits(t *testing.T) {
 func TestInstallScript(t *testing.T) {
 	hack := hackDir(t)
 	bin := binaries(t)
+	// The server gets an image archive to install; the agent none.
+	images := t.TempDir()
+	if err := os.WriteFile(filepath.Join(images, "coredns-v1.15.0.tar"), []byte("archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imagesFor := map[string]string{"server": images, "agent": t.TempDir()}
 	run := func(destdir string, args ...string) (string, error) {
 		cmd := exec.Command("bash", append([]string{filepath.Join(hack, "install.sh")}, args...)...)
-		cmd.Env = append(os.Environ(), "NODEKIT_BIN_DIR="+bin, "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1")
+		cmd.Env = append(os.Environ(), "NODEKIT_BIN_DIR="+bin, "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1", "NODEKIT_IMAGES_DIR="+imagesFor[args[0]])
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -127,8 +133,11 @@ func TestInstallScript(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(srv, "etc/nodekit/server.env")); fi == nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("server.env mode %v, want 0600", fi)
 	}
-	if env := read(filepath.Join(srv, "etc/nodekit/agent.env")); !strings.Contains(env, `NODEKIT_AGENT_ARGS="--kubeconfig /var/lib/nodekit/admin.kubeconfig --node-name server"`) {
+	if env := read(filepath.Join(srv, "etc/nodekit/agent.env")); !strings.Contains(env, `NODEKIT_AGENT_ARGS="--kubeconfig /var/lib/nodekit/admin.kubeconfig --cluster-dns 10.96.0.10 --cluster-domain cluster.local --node-name server"`) {
 		t.Errorf("server's agent.env:\n%s", env)
+	}
+	if got := read(filepath.Join(srv, "var/lib/nodekit/images/coredns-v1.15.0.tar")); got != "archive" {
+		t.Errorf("image archive installed as %q", got)
 	}
 
 	agent := t.TempDir()
@@ -136,11 +145,11 @@ func TestInstallScript(t *testing.T) {
 	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := run(agent, "agent", "--server", "https://192.168.56.10:6443", "--kubeconfig", kc, "--node-name", "agent1", "--node-ip", "192.168.56.11"); err != nil {
+	if out, err := run(agent, "agent", "--server", "https://192.168.56.10:6443", "--kubeconfig", kc, "--node-name", "agent1", "--node-ip", "192.168.56.11", "--cluster-dns", "10.43.0.10"); err != nil {
 		t.Fatalf("install.sh agent: %v\n%s", err, out)
 	}
 	env := read(filepath.Join(agent, "etc/nodekit/agent.env"))
-	for _, w := range []string{`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /etc/nodekit/agent.kubeconfig --node-name agent1 --node-ip 192.168.56.11"`} {
+	for _, w := range []string{`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /etc/nodekit/agent.kubeconfig --cluster-dns 10.43.0.10 --cluster-domain cluster.local --node-name agent1 --node-ip 192.168.56.11"`} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent.env lacks %s:\n%s", w, env)
 		}

@@ -83,7 +83,8 @@ func TestLabJoin(t *testing.T) {
 	destdir := filepath.Join(base, "root")
 	install := exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.Netns, "--", "bash", filepath.Join(hackDir(t), "install.sh"),
 		"agent", "--server", serverURL, "--token", token, "--ca-hash", caHash, "--node-name", node.Name, "--node-ip", node.IP, "--"}, node.JoinArgs...)...)
-	install.Env = append(os.Environ(), "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1", "NODEKIT_BIN_DIR="+bin, "NODEKIT_DATA_DIR="+node.DataDir)
+	install.Env = append(os.Environ(), "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1", "NODEKIT_BIN_DIR="+bin, "NODEKIT_DATA_DIR="+node.DataDir,
+		"NODEKIT_IMAGES_DIR="+t.TempDir())
 	if o, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("install.sh agent: %v\n%s", err, o)
 	}
@@ -348,7 +349,8 @@ func TestInstallScriptToken(t *testing.T) {
 	hack, bin := hackDir(t), binaries(t)
 	run := func(destdir string, args ...string) (string, error) {
 		cmd := exec.Command("bash", append([]string{filepath.Join(hack, "install.sh")}, args...)...)
-		cmd.Env = append(os.Environ(), "NODEKIT_BIN_DIR="+bin, "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1", "NODEKIT_DATA_DIR=/var/lib/nk")
+		cmd.Env = append(os.Environ(), "NODEKIT_BIN_DIR="+bin, "DESTDIR="+destdir, "NODEKIT_SKIP_DEPS=1", "NODEKIT_DATA_DIR=/var/lib/nk",
+			"NODEKIT_IMAGES_DIR="+t.TempDir())
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -365,7 +367,7 @@ func TestInstallScriptToken(t *testing.T) {
 	}
 	env := string(b)
 	for _, w := range []string{"NODEKIT_TOKEN=" + token + "\n", "NODEKIT_CA_HASH=" + hash + "\n",
-		`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --node-name agent1"`} {
+		`NODEKIT_AGENT_ARGS="--server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --cluster-dns 10.96.0.10 --cluster-domain cluster.local --node-name agent1"`} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent.env lacks %q:\n%s", w, env)
 		}

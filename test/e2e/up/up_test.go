@@ -37,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/examples"
 	proxyipt "github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -48,9 +49,10 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 
 // TestUpDemoAndPurge runs `nodekit up` on a fresh data dir and asserts the demo end to end: the node
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
-// pod's network namespace with all 3 backends seen, a killed demo container brought back to 3 Ready; then
-// SIGINT stops `up` cleanly, a second `up` resumes from the same etcd data (same pods' Deployment UID),
-// and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
+// pod's network namespace with all 3 backends seen, the cluster DNS (CoreDNS, assertClusterDNS), a
+// killed demo container brought back to 3 Ready; then SIGINT stops `up` cleanly, a second `up` with
+// --disable coredns resumes from the same etcd data (same pods' Deployment UID) and removes the DNS
+// add-on, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
 // pod log directory or data directory.
 func TestUpDemoAndPurge(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -59,6 +61,11 @@ func TestUpDemoAndPurge(t *testing.T) {
 	bin := binaries(t)
 	images := ctrfw.ImagesDir(t)
 	e := newEnv(t, bin, images)
+	e.writeResolvConf(t)
+	// Pods reach the API server (CoreDNS reads Services through it) at the kubernetes Service's
+	// endpoint, the advertise address: it must not be loopback, so the API server binds every address
+	// (on its random port) and advertises the host's first one.
+	e.bindAddress = "0.0.0.0"
 
 	up := e.startUp(t)
 	client := e.client(t)
@@ -111,6 +118,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 		return strings.TrimSpace(string(out)), err
 	})
 
+	// Cluster DNS, in a demo pod and from the host.
+	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
+
 	// Kill one demo container: the kubelet restarts it and the Deployment is back to 3 Ready.
 	victim := ctrs[0]
 	before := restartCount(t, client, victim.Labels["io.kubernetes.pod.name"])
@@ -135,11 +145,14 @@ func TestUpDemoAndPurge(t *testing.T) {
 	// SIGINT: up stops its children (agent, server) and exits 0.
 	up.interrupt(t)
 
-	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods.
+	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods; with
+	// --disable coredns its server removes the DNS add-on.
+	e.extraArgs = []string{"--disable", addons.CoreDNS}
 	up2 := e.startUp(t)
 	client = e.client(t)
 	e.waitNodeReady(t, client)
 	e.waitDemoReady(t, client, 3, nil)
+	e.waitCoreDNSRemoved(t, client)
 	dep2, err := client.AppsV1().Deployments(examples.DemoNamespace).Get(ctx, examples.DemoName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +189,12 @@ type env struct {
 	serviceCIDR, podCIDR    string
 	serviceNet              *net.IPNet
 	nodeName                string
-	purged, dumped          bool
+	// resolvConf is the kubelet's --resolv-conf (writeResolvConf); extraArgs are added to up's flags.
+	resolvConf string
+	extraArgs  []string
+	// bindAddress is the API server\'s --bind-address (default 127.0.0.1).
+	bindAddress    string
+	purged, dumped bool
 }
 
 func newEnv(t *testing.T, bin, images string) *env {
@@ -210,8 +228,12 @@ func newEnv(t *testing.T, bin, images string) *env {
 }
 
 func (e *env) upArgs() []string {
+	bind := e.bindAddress
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
 	args := []string{"up", "--data-dir", e.dataDir, "--node-name", e.nodeName, "--node-ip", "127.0.0.1",
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(e.apiPort), "--etcd-listen-client", e.etcdAddr,
+		"--bind-address", bind, "--secure-port", strconv.Itoa(e.apiPort), "--etcd-listen-client", e.etcdAddr,
 		"--service-cluster-ip-range", e.serviceCIDR, "--cluster-cidr", e.podCIDR,
 		"--kubelet-address", "127.0.0.1", "--kubelet-port", strconv.Itoa(e.kubeletPort),
 		"--proxy-metrics-bind-address", e.proxyMetrics, "--proxy-healthz-bind-address", e.proxyHealthz, "--images-dir", e.images,
@@ -220,7 +242,10 @@ func (e *env) upArgs() []string {
 	if e.containerd != "" {
 		args = append(args, "--containerd", e.containerd)
 	}
-	return args
+	if e.resolvConf != "" {
+		args = append(args, "--resolv-conf", e.resolvConf)
+	}
+	return append(args, e.extraArgs...)
 }
 
 // upProc is a running `nodekit up`.
@@ -591,6 +616,13 @@ func (e *env) dumpLogs(t *testing.T) {
 			continue
 		}
 		t.Logf("--- %s.log (last 60 lines)\n%s", c, tail(string(b), 60))
+	}
+	// The add-ons' container logs (CoreDNS).
+	logs, _ := filepath.Glob(filepath.Join(e.podLogsDir, "kube-system_*", "*", "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			t.Logf("--- %s (last 30 lines)\n%s", l, tail(string(b), 30))
+		}
 	}
 }
 
