@@ -40,6 +40,7 @@ import (
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
+	"github.com/nodekit/nodekit/test/framework/hostlock"
 )
 
 const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
@@ -53,7 +54,7 @@ type env struct {
 	upDone                         chan struct{}
 	upLog                          *os.File
 	client                         kubernetes.Interface
-	url                            string // the demo Service's ClusterIP URL
+	url, clusterIP                 string // the demo Service's ClusterIP URL and address
 
 	mu   sync.Mutex
 	uids map[string]string // every pod UID the cluster ever had -> ns/name (from a watch)
@@ -79,10 +80,18 @@ func cluster1(t *testing.T) *env {
 }
 
 func TestMain(m *testing.M) {
+	// The cluster's service proxy owns the host's NODEKIT-* chains: one package running `nodekit up` at a
+	// time (test/e2e/up takes the same lock).
+	unlock, err := hostlock.Lock(hostlock.ServiceProxy)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	if shared != nil {
 		shared.stop()
 	}
+	unlock()
 	os.Exit(code)
 }
 
@@ -116,7 +125,9 @@ func startEnv() (*env, error) {
 		return nil, fmt.Errorf("building bundled images: %v", err)
 	}
 	n := rand.IntN(200) + 20
-	serviceCIDR, podCIDR := fmt.Sprintf("10.%d.%d.0/24", 150+rand.IntN(50), n), fmt.Sprintf("10.%d.0.0/16", 200+rand.IntN(50))
+	// Ranges no other test uses (test/e2e/up: 10.100-149.x.0/24 and 10.200-249.0.0/16; labs 10.150-219),
+	// so that addresses in rules, netns and the IPAM store are this cluster's.
+	serviceCIDR, podCIDR := fmt.Sprintf("10.%d.%d.0/24", 90+rand.IntN(6), n), fmt.Sprintf("10.%d.0.0/16", 250+rand.IntN(5))
 	_, e.serviceNet, _ = net.ParseCIDR(serviceCIDR)
 	_, e.podNet, _ = net.ParseCIDR(podCIDR)
 	args := []string{"up", "--data-dir", e.dataDir, "--node-name", e.nodeName, "--node-ip", "127.0.0.1",
@@ -172,7 +183,7 @@ func startEnv() (*env, error) {
 		e.stop()
 		return nil, err
 	}
-	e.url = cluster.ServiceURL(svc)
+	e.url, e.clusterIP = cluster.ServiceURL(svc), svc.Spec.ClusterIP
 	go e.trackUIDs()
 	return e, nil
 }
