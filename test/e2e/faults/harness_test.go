@@ -1,9 +1,9 @@
 // Package faults is nodekit's fault-injection suite: one real single-node cluster (`nodekit up` as a child
-// process with its own data dir, ports, service and pod ranges, the demo Deployment of 3 and its Service)
+// process in its own node network namespace, with its own data dir, ports, service and pod ranges, the demo Deployment of 3 and its Service)
 // and, one after another, the faults a node meets: the agent stalled (SIGSTOP 60 s), the agent killed
 // (-9), containerd killed, the API server killed during writes, a node reboot (agent and containerd killed,
 // shims left), and pod create/delete cycles. Each fault prints its availability figure (Service requests
-// answered / sent from the host's network namespace to the ClusterIP, during and after the fault, and the
+// answered / sent from the node's network namespace to the ClusterIP, during and after the fault, and the
 // time to recover) and checks that nothing leaked afterwards (sandboxes, netns, IPAM reservations, iptables
 // rules, mounts, cgroups, pod log dirs).
 //
@@ -40,13 +40,18 @@ import (
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
-	"github.com/nodekit/nodekit/test/framework/hostlock"
+	"github.com/nodekit/nodekit/test/framework/netns"
 )
 
 const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 
 // env is the suite's one cluster.
 type env struct {
+	// lab and node: the node's own network namespace (test/framework/netns), where `nodekit up` runs, so
+	// that its bridge, routes, iptables chains and sysctls are the cluster's alone; the API client, the
+	// probe and the rule checks work from inside it.
+	lab                            *netns.Lab
+	node                           *netns.Node
 	base, bin, dataDir, podLogsDir string
 	serviceNet, podNet             *net.IPNet
 	nodeName                       string
@@ -80,18 +85,10 @@ func cluster1(t *testing.T) *env {
 }
 
 func TestMain(m *testing.M) {
-	// The cluster's service proxy owns the host's NODEKIT-* chains: one package running `nodekit up` at a
-	// time (test/e2e/up takes the same lock).
-	unlock, err := hostlock.Lock(hostlock.ServiceProxy)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := m.Run()
 	if shared != nil {
 		shared.stop()
 	}
-	unlock()
 	os.Exit(code)
 }
 
@@ -143,7 +140,15 @@ func startEnv() (*env, error) {
 	if e.upLog, err = os.Create(filepath.Join(base, "up.log")); err != nil {
 		return nil, err
 	}
-	e.up = exec.Command(filepath.Join(e.bin, "nodekit"), args...)
+	if e.lab, err = netns.New(netns.Options{}); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	if e.node, err = e.lab.AddNode("n1"); err != nil {
+		e.stop()
+		return nil, err
+	}
+	e.up = e.node.Command(context.Background(), filepath.Join(e.bin, "nodekit"), args...)
 	e.up.Stdout, e.up.Stderr = e.upLog, e.upLog
 	e.up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := e.up.Start(); err != nil {
@@ -174,6 +179,7 @@ func startEnv() (*env, error) {
 		return nil, err
 	}
 	rc.Timeout = 15 * time.Second
+	rc.Dial = e.dial
 	if e.client, err = kubernetes.NewForConfig(rc); err != nil {
 		e.stop()
 		return nil, err
@@ -186,6 +192,17 @@ func startEnv() (*env, error) {
 	e.url, e.clusterIP = cluster.ServiceURL(svc), svc.Spec.ClusterIP
 	go e.trackUIDs()
 	return e, nil
+}
+
+// dial connects from inside the node's network namespace (the socket stays there).
+func (e *env) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := e.node.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // trackUIDs records every pod UID the cluster ever had, so that the leak checks can look for what a
@@ -215,7 +232,7 @@ func (e *env) trackUIDs() {
 // stop runs `nodekit down --purge` (which stops up and removes everything) and removes the scratch dir.
 func (e *env) stop() {
 	if e.up != nil && e.up.Process != nil {
-		if out, err := exec.Command(filepath.Join(e.bin, "nodekit"), "down", "--purge", "--data-dir", e.dataDir).CombinedOutput(); err != nil {
+		if out, err := e.node.Command(context.Background(), filepath.Join(e.bin, "nodekit"), "down", "--purge", "--data-dir", e.dataDir).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "nodekit down --purge: %v\n%s\n", err, out)
 		}
 		select {
@@ -227,6 +244,11 @@ func (e *env) stop() {
 	}
 	if e.upLog != nil {
 		e.upLog.Close()
+	}
+	if e.lab != nil {
+		if err := e.lab.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "removing the lab's namespaces: %v\n", err)
+		}
 	}
 	os.RemoveAll(e.base)
 }

@@ -32,10 +32,6 @@ const (
 type sample struct {
 	at time.Time
 	ok bool
-	// foreign: the request failed while the host's NODEKIT-SERVICES chain held no rule for this
-	// cluster's ClusterIP: another cluster's proxy on the same host (a test run beside this one without
-	// the host lock) had rewritten the chain. Such failures are counted apart, not in the figure.
-	foreign bool
 }
 
 // prober sends GETs to the demo Service's ClusterIP from the host's network namespace.
@@ -52,10 +48,9 @@ func (e *env) probe() *prober {
 		defer close(p.done)
 		for i := 0; i < maxProbes; i++ {
 			at := time.Now()
-			_, err := cluster.Get(context.Background(), e.url, probeTimeout)
-			foreign := err != nil && !e.ruleInstalled()
+			err := e.node.Do(func() error { _, err := cluster.Get(context.Background(), e.url, probeTimeout); return err })
 			p.mu.Lock()
-			p.samples = append(p.samples, sample{at, err == nil, foreign})
+			p.samples = append(p.samples, sample{at, err == nil})
 			p.mu.Unlock()
 			select {
 			case <-p.stopc:
@@ -74,7 +69,6 @@ type figure struct {
 	duringOK, during, afterOK, after int
 	recovery                         time.Duration
 	lastFailure                      time.Time
-	foreign                          int // failures left out: another proxy owned the chains
 }
 
 func (f figure) String() string {
@@ -84,12 +78,9 @@ func (f figure) String() string {
 		}
 		return 100 * float64(a) / float64(b)
 	}
-	s := fmt.Sprintf("during %d/%d answered (%.1f%%), after %d/%d (%.1f%%), recovered %.1fs after the fault ended",
+	return fmt.Sprintf("during %d/%d answered (%.1f%%), after %d/%d (%.1f%%), recovered %.1fs after the fault ended",
 		f.duringOK, f.during, pct(f.duringOK, f.during), f.afterOK, f.after, pct(f.afterOK, f.after), f.recovery.Seconds())
-	if f.foreign > 0 {
-		s += fmt.Sprintf(" (%d failed requests left out: another cluster's proxy had rewritten the host's chains)", f.foreign)
-	}
-	return s
+
 }
 
 // stop ends the probe and computes the figure for a fault from start to end.
@@ -100,10 +91,6 @@ func (p *prober) stop(start, end time.Time) figure {
 	defer p.mu.Unlock()
 	var f figure
 	for _, s := range p.samples {
-		if s.foreign {
-			f.foreign++
-			continue
-		}
 		switch {
 		case s.at.Before(start):
 		case s.at.Before(end):
@@ -125,12 +112,6 @@ func (p *prober) stop(start, end time.Time) figure {
 		f.recovery = f.lastFailure.Add(probeInterval).Sub(end)
 	}
 	return f
-}
-
-// ruleInstalled reports whether the host's nat table holds a rule for the demo Service's ClusterIP.
-func (e *env) ruleInstalled() bool {
-	out, err := exec.Command("iptables-save", "-t", "nat").Output()
-	return err == nil && strings.Contains(string(out), "-d "+e.clusterIP+"/32")
 }
 
 // leaks lists what this cluster holds for pods or Services that no longer exist: CRI sandboxes of no live
@@ -220,7 +201,7 @@ func (e *env) leaks(t *testing.T) []string {
 	}
 
 	// iptables rules naming a pod IP or ClusterIP that is gone.
-	if save, err := exec.Command("iptables-save").CombinedOutput(); err == nil {
+	if save, err := e.node.Command(context.Background(), "iptables-save").CombinedOutput(); err == nil {
 		seen := map[string]bool{}
 		for _, m := range regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+)(/32)?\b`).FindAllStringSubmatch(string(save), -1) {
 			ip := net.ParseIP(m[1])

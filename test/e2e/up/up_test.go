@@ -42,7 +42,6 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
-	"github.com/nodekit/nodekit/test/framework/hostlock"
 )
 
 const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
@@ -636,15 +635,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The clusters' service proxies own the host's NODEKIT-* chains: one package running `nodekit up` at
-	// a time (test/e2e/faults takes the same lock).
-	unlock, err := hostlock.Lock(hostlock.ServiceProxy)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	unlock()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
