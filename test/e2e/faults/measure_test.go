@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +19,30 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/agent"
-	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
+
+// get sends one GET to the demo Service from the node's network namespace (a new connection each time,
+// so the proxy's load-balancing applies) and wants the demo server's 200 answer.
+func (e *env) get() error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url, nil)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: e.dial, DisableKeepAlives: true, Proxy: nil}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "demo-server ") {
+		return fmt.Errorf("GET %s: %s %q", e.url, resp.Status, b)
+	}
+	return nil
+}
 
 // probeInterval and probeTimeout bound the availability probe: at most one request in flight, one every
 // 200 ms, each given 1 s, so a 2-minute window sends at most 600.
@@ -48,7 +71,7 @@ func (e *env) probe() *prober {
 		defer close(p.done)
 		for i := 0; i < maxProbes; i++ {
 			at := time.Now()
-			err := e.node.Do(func() error { _, err := cluster.Get(context.Background(), e.url, probeTimeout); return err })
+			err := e.get()
 			p.mu.Lock()
 			p.samples = append(p.samples, sample{at, err == nil})
 			p.mu.Unlock()
