@@ -148,6 +148,11 @@ func startEnv() (*env, error) {
 		e.stop()
 		return nil, err
 	}
+	// A node has a default route; without one a ClusterIP is unreachable before the proxy's DNAT applies.
+	if out, err := e.node.Command(context.Background(), "ip", "route", "add", "default", "dev", "eth0").CombinedOutput(); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("default route in the node namespace: %v: %s", err, out)
+	}
 	e.up = e.node.Command(context.Background(), filepath.Join(e.bin, "nodekit"), args...)
 	e.up.Stdout, e.up.Stderr = e.upLog, e.upLog
 	e.up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
