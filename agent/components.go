@@ -16,7 +16,9 @@ import (
 	cniconfig "github.com/nodekit/nodekit/cni/config"
 	cniinstall "github.com/nodekit/nodekit/cni/install"
 	"github.com/nodekit/nodekit/cni/netconf"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
+	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/runtime/containerd"
@@ -70,11 +72,27 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		}
 		clusterDNS = append(clusterDNS, ip)
 	}
+	logPolicy, err := kubeletconfig.LogPolicy(kc)
+	if err != nil {
+		return nil, err
+	}
+	gcPolicy, err := kubeletconfig.ImageGCPolicy(kc)
+	if err != nil {
+		return nil, err
+	}
+	thresholds, err := kubeletconfig.EvictionThresholds(kc)
+	if err != nil {
+		return nil, err
+	}
 	cfg := kubelet.Config{
 		NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, Runtime: a.rt.Runtime(), Images: a.rt.Image(), Client: a.client,
 		Recorder: a.recorder, ProbeManager: probes, Metrics: m, Logger: a.log,
 		RootDir: a.paths.KubeletRoot, PodLogsDir: kc.PodLogsDir, CgroupRoot: kc.CgroupRoot, CgroupDriver: kc.CgroupDriver,
 		ClusterDNS: clusterDNS, ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
+		ContainerLogs: logPolicy, ContainerLogMonitorInterval: kc.ContainerLogMonitorInterval.Duration,
+		ImageGC: gcPolicy, SandboxImages: []string{bundled.Pause}, EvictionThresholds: thresholds,
+		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+		EvictionMaxPodGracePeriod:        int64(kc.EvictionMaxPodGracePeriod),
 	}
 	if a.cfg.TuneKubelet != nil {
 		a.cfg.TuneKubelet(&cfg)
@@ -91,7 +109,7 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 
 // newNodeStatus makes the node status controller: registration, status, Lease, and the conflist
 // (Paths().Conflist) written from the Node's podCIDR.
-func (a *agent) newNodeStatus(ctx context.Context) (*nodestatus.Controller, error) {
+func (a *agent) newNodeStatus(ctx context.Context, pressure nodestatus.Pressure) (*nodestatus.Controller, error) {
 	kc := &a.cfg.Kubelet
 	rv, err := a.rt.Version(ctx)
 	if err != nil {
@@ -106,7 +124,7 @@ func (a *agent) newNodeStatus(ctx context.Context) (*nodestatus.Controller, erro
 		NodeName: a.nodeName, Client: a.client, Runtime: a.rt.Runtime(), Images: a.rt.Image(), NodeIP: a.nodeIP,
 		Labels: a.labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
 		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
-		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds,
+		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds, Pressure: pressure,
 		OnPodCIDRs: func(cidrs []string) {
 			path, err := cniconfig.Write(cniconfig.Options{Path: a.paths.Conflist, PodCIDR: cidrs[0],
 				ClusterCIDR: a.cfg.ClusterCIDR, CNIVersion: cniVersion, DataDir: a.paths.CNI})

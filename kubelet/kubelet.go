@@ -30,9 +30,11 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/kubelet/eviction"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
 	"github.com/nodekit/nodekit/kubelet/pleg"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
@@ -79,6 +82,9 @@ type Kubelet struct {
 	started   bool
 	node      *v1.Node
 	nodeAt    time.Time
+	evicted   map[types.UID]string // pod → eviction message (longrun.go)
+
+	eviction atomic.Pointer[eviction.Manager] // set by Run when there are eviction thresholds
 }
 
 // New validates cfg (errors name the missing or bad field) and returns a Kubelet that does nothing until
@@ -98,6 +104,7 @@ func New(cfg Config) (*Kubelet, error) {
 		unhealthy: map[string]kuberuntime.FailedProbe{},
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
+		evicted:   map[types.UID]string{},
 		starts:    newPodStarts(c.Metrics),
 		running:   make(chan struct{}),
 	}
@@ -148,9 +155,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
 	defer k.workers.Wait()
 
-	svcFactory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
+	svcFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields))
 	k.services = svcFactory.Core().V1().Services().Lister()
-	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
 		}))
@@ -184,6 +191,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	statusDone := make(chan struct{})
 	go func() { defer close(statusDone); k.status.Run(ctx, status.ReconcilePeriod, k.apiPod) }()
 	defer func() { cancel(); <-statusDone }()
+	managers, err := k.startNodeManagers(ctx, k.recorderOrDefault(ctx))
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	defer func() { cancel(); managers.Wait() }()
 	close(k.running)
 
 	housekeeping := time.NewTicker(k.cfg.HousekeepingPeriod)
@@ -211,6 +223,15 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// dropManagedFields is the informers' transform: an object's managedFields (server-side apply's
+// bookkeeping, often the largest part of its metadata) are never read on the node, so they are not cached.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // recorderOrDefault returns Config.Recorder or an event recorder writing through the API client.

@@ -12,6 +12,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/kubelet/eviction"
+	"github.com/nodekit/nodekit/kubelet/imagegc"
+	"github.com/nodekit/nodekit/kubelet/logs"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
@@ -99,6 +102,25 @@ type Config struct {
 	// path). Nil: nothing is recorded. Share it with the kubelet server, which serves it on /metrics.
 	Metrics *metrics.Metrics
 
+	// ContainerLogs is the container log rotation policy (containerLogMaxSize, default 10Mi;
+	// containerLogMaxFiles, default 5), checked every ContainerLogMonitorInterval (default 10s).
+	ContainerLogs               logs.Policy
+	ContainerLogMonitorInterval time.Duration
+	// ImageGC is the image garbage collection policy (imageGCHighThresholdPercent 85,
+	// imageGCLowThresholdPercent 80, imageMinimumGCAge 2m when all three are zero), run every
+	// ImageGCPeriod (default 5m). SandboxImages are never collected (the runtime's pause image).
+	ImageGC       imagegc.Policy
+	ImageGCPeriod time.Duration
+	SandboxImages []string
+	// EvictionThresholds are evictionHard/evictionSoft parsed (eviction.ParseThresholds); none means no
+	// eviction and pressure conditions always False. EvictionPressureTransitionPeriod defaults to 5m,
+	// EvictionMaxPodGracePeriod (seconds) bounds soft evictions, EvictionMonitoringInterval defaults to
+	// 10s.
+	EvictionThresholds               []eviction.Threshold
+	EvictionPressureTransitionPeriod time.Duration
+	EvictionMaxPodGracePeriod        int64
+	EvictionMonitoringInterval       time.Duration
+
 	// Logger receives one line per event (pod=, container=, node= keys). Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -159,6 +181,22 @@ func (c Config) withDefaults() (Config, error) {
 	setDur(&c.MaxImagePullBackOff, DefaultMaxBackOff, "MaxImagePullBackOff")
 	setDur(&c.CrashLoopBackOff, DefaultBackOff, "CrashLoopBackOff")
 	setDur(&c.MaxCrashLoopBackOff, DefaultMaxBackOff, "MaxCrashLoopBackOff")
+	setDur(&c.ContainerLogMonitorInterval, logs.DefaultMonitorInterval, "ContainerLogMonitorInterval")
+	setDur(&c.ImageGCPeriod, imagegc.DefaultPeriod, "ImageGCPeriod")
+	setDur(&c.EvictionMonitoringInterval, eviction.DefaultMonitoringInterval, "EvictionMonitoringInterval")
+	if c.ContainerLogs == (logs.Policy{}) {
+		c.ContainerLogs = logs.Policy{MaxSize: logs.DefaultMaxSize, MaxFiles: logs.DefaultMaxFiles}
+	}
+	if err := c.ContainerLogs.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("kubelet config: %w", err))
+	}
+	if c.ImageGC == (imagegc.Policy{}) {
+		c.ImageGC = imagegc.Policy{HighThresholdPercent: imagegc.DefaultHighThresholdPercent,
+			LowThresholdPercent: imagegc.DefaultLowThresholdPercent, MinAge: imagegc.DefaultMinAge}
+	}
+	if err := c.ImageGC.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("kubelet config: %w", err))
+	}
 	if c.MaxPerPodContainer <= 0 {
 		c.MaxPerPodContainer = DefaultMaxPerPodDeadCtrs
 	}

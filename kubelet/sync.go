@@ -33,11 +33,15 @@ func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool
 		// Conditions others own (readiness gates, DisruptionTarget, ...) as the API has them now.
 		old.Conditions = status.MergeConditions(old.Conditions, api.Status.Conditions)
 	}
+	evicted := k.markEvicted(pod.UID, &old, nil)
 	s := status.Generate(status.Input{
 		Pod: pod, Old: old, Runtime: rs, HostIPs: k.hostIPs(ctx), Terminal: terminal, Now: time.Now(),
 		Waiting: func(name string) (kuberuntime.Waiting, bool) { return k.runtime.WaitingReason(pod.UID, name) },
 		Probe:   func(s *v1.PodStatus) { k.prober.UpdatePodStatus(pod, s) },
 	})
+	if evicted {
+		k.markEvicted(pod.UID, nil, &s)
+	}
 	return s, rs, nil
 }
 
@@ -200,6 +204,7 @@ func (k *Kubelet) SyncRemovedPod(ctx context.Context, pod *v1.Pod) error {
 	k.starts.forget(pod.UID)
 	k.mu.Lock()
 	delete(k.volPaths, pod.UID)
+	delete(k.evicted, pod.UID)
 	k.mu.Unlock()
 	return nil
 }

@@ -41,6 +41,11 @@ var Supported = []string{
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"maxPods", "cgroupRoot", "cgroupDriver", "registerWithTaints",
 	"containerRuntimeEndpoint", "imageServiceEndpoint", "runtimeRequestTimeout",
+	"containerLogMaxSize", "containerLogMaxFiles", "containerLogMonitorInterval",
+	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
+	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
+	"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
+	"enableProfilingHandler",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
@@ -48,26 +53,42 @@ var Supported = []string{
 // that anonymous authentication is off (nodekit's kubelet server always requires a client certificate),
 // serverTLSBootstrap is on (the kubelet asks the cluster CA for its serving certificate, which nodekit's
 // API server verifies; it serves a self-signed one until the CSR is signed) and containerRuntimeEndpoint
-// is empty, which means nodekit's own managed containerd.
+// is empty, which means nodekit's own managed containerd. evictionHard is left nil, which means
+// upstream's default thresholds (EvictionThresholds), so that a file's map replaces them rather than
+// merging into them.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	anonymous := false
+	anonymous, profiling, webhook := false, true, true
+	logMaxFiles, gcHigh, gcLow := int32(5), int32(85), int32(80)
 	return &kubeletv1beta1.KubeletConfiguration{
-		TypeMeta:                  metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
-		ServerTLSBootstrap:        true,
-		Address:                   "0.0.0.0",
-		Port:                      10250,
-		PodLogsDir:                "/var/log/pods",
-		SyncFrequency:             metav1.Duration{Duration: time.Minute},
-		FileCheckFrequency:        metav1.Duration{Duration: 20 * time.Second},
-		NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
-		NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
-		NodeLeaseDurationSeconds:  40,
-		MaxPods:                   110,
-		CgroupDriver:              "cgroupfs",
-		RuntimeRequestTimeout:     metav1.Duration{Duration: 2 * time.Minute},
+		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
+		ServerTLSBootstrap:               true,
+		Address:                          "0.0.0.0",
+		Port:                             10250,
+		PodLogsDir:                       "/var/log/pods",
+		SyncFrequency:                    metav1.Duration{Duration: time.Minute},
+		FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
+		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 10 * time.Second},
+		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},
+		NodeLeaseDurationSeconds:         40,
+		MaxPods:                          110,
+		CgroupDriver:                     "cgroupfs",
+		RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+		ContainerLogMaxSize:              "10Mi",
+		ContainerLogMaxFiles:             &logMaxFiles,
+		ContainerLogMonitorInterval:      &metav1.Duration{Duration: 10 * time.Second},
+		ImageGCHighThresholdPercent:      &gcHigh,
+		ImageGCLowThresholdPercent:       &gcLow,
+		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
+		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
+		EnableProfilingHandler:           &profiling,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
+			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: &webhook,
+				CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
 		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
+			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute},
+				CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second}}},
 	}
 }
 
@@ -156,9 +177,9 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	case c.ContainerRuntimeEndpoint == "" && c.ImageServiceEndpoint != "":
 		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")
 	case c.Authentication.Anonymous.Enabled != nil && *c.Authentication.Anonymous.Enabled:
-		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate")
-	case c.Authentication.Webhook.Enabled != nil && *c.Authentication.Webhook.Enabled:
-		return fmt.Errorf("authentication.webhook.enabled: not supported; nodekit's kubelet server authenticates client certificates only (authentication.x509.clientCAFile)")
+		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate or a bearer token")
+	case c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook && c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
+		return fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", c.Authorization.Mode)
 	case (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == ""):
 		return fmt.Errorf("tlsCertFile/tlsPrivateKeyFile: set both or neither")
 	}
@@ -167,7 +188,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 			return fmt.Errorf("registerWithTaints[%d]: %w", i, err)
 		}
 	}
-	return nil
+	return validateLongRun(c)
 }
 
 func validateTaint(t v1.Taint) error {

@@ -32,6 +32,8 @@ authentication:
     clientCAFile: /etc/ca.crt
 evictionHard:
   memory.available: 200Mi
+containerLogMaxSize: 1Mi
+imageMaximumGCAge: 1h
 `
 
 func writeFile(t *testing.T, s string) string {
@@ -63,8 +65,22 @@ func TestDecode(t *testing.T) {
 	if !reflect.DeepEqual(cfg.RegisterWithTaints, want) {
 		t.Errorf("taints = %v", cfg.RegisterWithTaints)
 	}
-	if !reflect.DeepEqual(ignored, []string{"evictionHard"}) {
-		t.Errorf("ignored = %v, want [evictionHard]", ignored)
+	if !reflect.DeepEqual(ignored, []string{"imageMaximumGCAge"}) {
+		t.Errorf("ignored = %v, want [imageMaximumGCAge]", ignored)
+	}
+	if lp, err := LogPolicy(cfg); err != nil || lp.MaxSize != 1<<20 || lp.MaxFiles != 5 {
+		t.Errorf("LogPolicy = %+v, %v; want 1Mi, 5 files", lp, err)
+	}
+	if gp, err := ImageGCPolicy(cfg); err != nil || gp.HighThresholdPercent != 85 || gp.LowThresholdPercent != 80 || gp.MinAge != 2*time.Minute {
+		t.Errorf("ImageGCPolicy = %+v, %v; want upstream's defaults 85/80/2m", gp, err)
+	}
+	// The file's evictionHard replaces the defaults: one threshold, memory.available<200Mi.
+	ts, err := EvictionThresholds(cfg)
+	if err != nil || len(ts) != 1 || ts[0].Signal != "memory.available" || ts[0].Value.Quantity.String() != "200Mi" || ts[0].GracePeriod != 0 {
+		t.Errorf("EvictionThresholds = %v, %v; want [memory.available<200Mi hard]", ts, err)
+	}
+	if ts, err := EvictionThresholds(Default()); err != nil || len(ts) != 5 {
+		t.Errorf("default EvictionThresholds = %v, %v; want upstream's 5", ts, err)
 	}
 }
 
@@ -79,8 +95,18 @@ func TestDecodeErrors(t *testing.T) {
 		{head + "runtimeRequestTimeout: 0s\n", "runtimeRequestTimeout: 0s must be positive"},
 		{head + "registerWithTaints: [{key: a, effect: Sometimes}]\n", `registerWithTaints[0]: effect "Sometimes"`},
 		{head + "authentication: {anonymous: {enabled: true}}\n", "authentication.anonymous.enabled"},
-		{head + "authentication: {webhook: {enabled: true}}\n", "authentication.webhook.enabled: not supported"},
+		{head + "authorization: {mode: Magic}\n", `authorization.mode: "Magic" is not Webhook or AlwaysAllow`},
 		{"apiVersion: v1\nkind: Pod\n", `apiVersion/kind is "v1"/"Pod"`},
+		{head + "containerLogMaxSize: lots\n", `containerLogMaxSize: "lots" is not a quantity`},
+		{head + "containerLogMaxFiles: 1\n", "containerLogMaxFiles: 1 must be at least 2"},
+		{head + "containerLogMonitorInterval: 1s\n", "containerLogMonitorInterval: must be at least 3s"},
+		{head + "imageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 75\n", "imageGCLowThresholdPercent: 75 must be less than imageGCHighThresholdPercent 70"},
+		{head + "imageGCHighThresholdPercent: 101\n", "imageGCHighThresholdPercent: 101 is not in 0-100"},
+		{head + "evictionHard: {memory.free: 1Gi}\n", `evictionHard: unsupported eviction signal "memory.free"`},
+		{head + "evictionHard: {nodefs.available: 120%}\n", `evictionHard[nodefs.available]: "120%" is not a percentage`},
+		{head + "evictionSoft: {memory.available: 1Gi}\n", "evictionSoftGracePeriod: no grace period for soft threshold memory.available"},
+		{head + "evictionSoftGracePeriod: {memory.available: 1m}\n", "evictionSoftGracePeriod[memory.available]: no evictionSoft threshold"},
+		{head + "evictionMinimumReclaim: {pid.available: \"10\"}\n", "evictionMinimumReclaim[pid.available]: no evictionHard or evictionSoft threshold"},
 	} {
 		_, _, err := Decode([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -80,6 +80,13 @@ type ImageService interface {
 	ListImages(ctx context.Context, in *runtimeapi.ListImagesRequest, opts ...grpc.CallOption) (*runtimeapi.ListImagesResponse, error)
 }
 
+// Pressure is the eviction manager's view of the node (kubelet.Kubelet has it).
+type Pressure interface {
+	IsUnderMemoryPressure() bool
+	IsUnderDiskPressure() bool
+	IsUnderPIDPressure() bool
+}
+
 // Config configures a Controller. NodeName, Client and Runtime are required.
 type Config struct {
 	// NodeName is the Node's name; also the Lease name and holderIdentity.
@@ -109,6 +116,9 @@ type Config struct {
 	UpdateFrequency      time.Duration
 	ReportFrequency      time.Duration
 	LeaseDurationSeconds int32
+	// Pressure reports the MemoryPressure, DiskPressure and PIDPressure conditions (the kubelet's
+	// eviction manager). Nil: all three False.
+	Pressure Pressure
 	// OnPodCIDRs is called (from the status goroutine) whenever the Node's spec.podCIDRs becomes known
 	// or changes, with the new list. Optional.
 	OnPodCIDRs func(cidrs []string)
@@ -489,13 +499,31 @@ func (c *Controller) setStatus(ctx context.Context, n *v1.Node, notReady []strin
 	if len(notReady) > 0 {
 		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: strings.Join(notReady, ", ")}
 	}
-	for _, cond := range []v1.NodeCondition{
-		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
-		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
-		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
-		ready,
-	} {
+	for _, cond := range append(c.pressureConditions(), ready) {
 		setCondition(&n.Status, cond, now)
+	}
+}
+
+// pressureConditions are MemoryPressure, DiskPressure and PIDPressure from Config.Pressure, with
+// upstream's reasons and messages (pkg/kubelet/nodestatus MemoryPressureCondition etc.).
+func (c *Controller) pressureConditions() []v1.NodeCondition {
+	p := c.cfg.Pressure
+	cond := func(t v1.NodeConditionType, on bool, trueReason, trueMsg, falseReason, falseMsg string) v1.NodeCondition {
+		if on {
+			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: trueReason, Message: trueMsg}
+		}
+		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: falseReason, Message: falseMsg}
+	}
+	return []v1.NodeCondition{
+		cond(v1.NodeMemoryPressure, p != nil && p.IsUnderMemoryPressure(),
+			"KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+			"KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		cond(v1.NodeDiskPressure, p != nil && p.IsUnderDiskPressure(),
+			"KubeletHasDiskPressure", "kubelet has disk pressure",
+			"KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		cond(v1.NodePIDPressure, p != nil && p.IsUnderPIDPressure(),
+			"KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+			"KubeletHasSufficientPID", "kubelet has sufficient PID available"),
 	}
 }
 

@@ -212,7 +212,10 @@ func (c *Controller) monitorNode(ctx context.Context, n *v1.Node, now time.Time)
 		status = v1.ConditionUnknown
 		c.markPodsNotReady(ctx, n.Name)
 	}
-	return c.reconcileTaints(ctx, n.Name, status, now)
+	if err := c.reconcileTaints(ctx, n.Name, status, now); err != nil {
+		return err
+	}
+	return c.reconcilePressureTaints(ctx, n.Name, now)
 }
 
 // markUnknown sets every condition the kubelet posts to Unknown, reason NodeStatusUnknown.

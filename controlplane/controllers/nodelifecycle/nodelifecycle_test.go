@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -62,18 +64,9 @@ func TestMonitorMarksSilentNodeAndEvicts(t *testing.T) {
 	patient := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "patient", Namespace: "default", UID: "u2"},
 		Spec: v1.PodSpec{NodeName: "n1", Tolerations: []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists,
 			Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs}}}, Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: ready}}
-	client := fake.NewClientset(node, lease, intolerant, patient)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, Options{GracePeriod: 40 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		t.Fatal("caches did not sync")
-	}
+	client, c := startController(ctx, t, Options{GracePeriod: 40 * time.Second}, node, lease, intolerant, patient)
 	sync := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -166,4 +159,73 @@ func TestPodsOfDeletedNodeCollected(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("pod on a live node collected: %v", err)
 	}
+}
+
+func TestPressureTaints(t *testing.T) {
+	now := time.Now()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{
+			{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(now)},
+			{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue},
+			{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse},
+			{Type: v1.NodePIDPressure, Status: v1.ConditionTrue},
+		}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, c := startController(ctx, t, Options{GracePeriod: 40 * time.Second}, node)
+	keys := func() []string {
+		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tt := range n.Spec.Taints {
+			out = append(out, tt.Key+":"+string(tt.Effect))
+		}
+		return out
+	}
+	c.monitor(ctx, now)
+	want := []string{"dedicated:NoSchedule", v1.TaintNodeMemoryPressure + ":NoSchedule", v1.TaintNodePIDPressure + ":NoSchedule"}
+	if got := keys(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("taints under memory and PID pressure = %v, want %v", got, want)
+	}
+	// Memory pressure ends: its taint goes, the others stay.
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	n.Status.Conditions[1].Status = v1.ConditionFalse
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, _ := c.nodes.Get("n1")
+		if ln != nil && ln.Status.Conditions[1].Status == v1.ConditionFalse {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("informer never showed MemoryPressure=False")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.monitor(ctx, now.Add(time.Second))
+	want = []string{"dedicated:NoSchedule", v1.TaintNodePIDPressure + ":NoSchedule"}
+	if got := keys(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("taints after memory pressure ended = %v, want %v", got, want)
+	}
+}
+
+// startController runs a Controller on a fake clientset holding objs, with its informers synced.
+func startController(ctx context.Context, t *testing.T, opts Options, objs ...runtime.Object) (*fake.Clientset, *Controller) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	return client, c
 }

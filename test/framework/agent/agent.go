@@ -26,8 +26,9 @@ const NodeIP = "192.0.2.10"
 
 // Config returns the agent of Node name on rt with api's node credentials for name: its own data dir
 // (t.TempDir()) holding the kubelet root dir, the CNI config dir (net.d) and the pod logs (pods),
-// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy off. The pods' cgroup
-// root is the caller's (see CgroupRoot).
+// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy off, image GC off and
+// only the memory.available<100Mi eviction threshold. The pods' cgroup root is the caller's (see
+// CgroupRoot).
 func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Server) agent.Config {
 	t.Helper()
 	port, err := apiserver.FreePort()
@@ -40,6 +41,12 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
 	k.Address, k.Port = "127.0.0.1", int32(port)
+	// The host's disks are shared with other work and their fill level is no test's business: with
+	// upstream's defaults (image GC at 85 % use, evictionHard imagefs.available<15 %) a full CI disk
+	// would remove images and evict pods under every test. Tests of those set their own thresholds.
+	noGC := int32(100)
+	k.ImageGCHighThresholdPercent = &noGC
+	k.EvictionHard = map[string]string{"memory.available": "100Mi"}
 	return c
 }
 
