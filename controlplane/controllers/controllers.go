@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, Job, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer and root CA publisher controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
 	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
+	"github.com/nodekit/nodekit/controlplane/controllers/disruption"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
 	"github.com/nodekit/nodekit/controlplane/controllers/job"
@@ -49,11 +50,12 @@ const (
 	RootCAPublisher  = "root-ca-cert-publisher"
 	DaemonSet        = "daemonset"
 	Job              = "job"
+	Disruption       = "disruption"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -184,6 +186,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = daemonset.New(client, factory, log)
 		case Job:
 			r, err = job.New(client, factory, nil, log)
+		case Disruption:
+			r, err = disruption.New(client, factory, nil, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)
