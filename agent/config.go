@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
@@ -32,6 +33,11 @@ const (
 	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
+	// DefaultGoMemoryLimit is --go-memory-limit's default: none. BenchmarkAgentMemory's figures
+	// (docs/performance.md) show no resident memory gained at 110 pods with 40Mi, while a limit near the
+	// live heap makes the collector run continuously in bursts (image import, a node fill, thousands of
+	// Services in the proxy); operators of small nodes set one.
+	DefaultGoMemoryLimit = ""
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).
@@ -77,6 +83,10 @@ type Config struct {
 	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
 	// empty disables them.
 	ProxyMetricsAddr string
+	// GoMemoryLimit is the Go runtime's soft memory limit Run sets (--go-memory-limit, a quantity:
+	// runtime/debug.SetMemoryLimit) unless $GOMEMLIMIT is set; "0" or empty sets none. It is process-wide:
+	// in-process callers that host more than the agent (tests) leave it empty.
+	GoMemoryLimit string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -95,6 +105,9 @@ type Config struct {
 	TuneKubelet func(*kubelet.Config) `json:"-"`
 	// OnKubelet, when set, is called with the kubelet once it is built, before it runs.
 	OnKubelet func(*kubelet.Kubelet) `json:"-"`
+	// ProxyNetNS, when set, is the network namespace the service proxy writes its rules in (benchmarks
+	// run a whole agent, proxy included, without touching the host's tables); nil: the agent's own.
+	ProxyNetNS ns.NetNS `json:"-"`
 }
 
 // Default returns the agent's defaults: DataDir, CNIConfDir, ClusterCIDR, the proxy's iptables mode and
@@ -106,6 +119,7 @@ func Default() Config {
 		ClusterCIDR:      DefaultClusterCIDR,
 		ProxyMode:        proxy.ModeIPTables,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
+		GoMemoryLimit:    DefaultGoMemoryLimit,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }

@@ -54,7 +54,10 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.ClusterCIDR, full.ImagesDir = "10.42.0.0/16", "/srv/images"
 	full.Token, full.CAHash = "abcdef.0123456789abcdef", "sha256:00ff"
 	full.DisableProxy, full.ProxyMode, full.ProxyMetricsAddr = true, proxy.ModeIPVS, ""
+	full.GoMemoryLimit = "64Mi"
 	k := &full.Kubelet
+	noProfiling := false
+	k.EnableProfilingHandler = &noProfiling
 	k.Address, k.Port, k.PodLogsDir, k.MaxPods = "10.0.0.11", 11250, "/srv/pods", 50
 	k.ClusterDNS, k.ClusterDomain = []string{"10.96.0.10", "10.96.0.11"}, "cluster.local"
 	k.SyncFrequency = metav1.Duration{Duration: 30 * time.Second}
@@ -144,6 +147,8 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{func(c *Config) { c.Kubelet.Port = 0 }, "kubelet config: port: 0 is not in 1-65535"},
 		{func(c *Config) { c.Token = "abcdef.0123456789abcdef" }, "--ca-hash: required with --token"},
 		{func(c *Config) { c.ProxyMode = "userspace" }, `--proxy-mode: "userspace" is not one of [iptables ipvs nftables]`},
+		{func(c *Config) { c.GoMemoryLimit = "lots" }, `--go-memory-limit: "lots" is not a quantity`},
+		{func(c *Config) { c.GoMemoryLimit = "-1Mi" }, `--go-memory-limit: "-1Mi" is negative`},
 	} {
 		c := Default()
 		c.DataDir, c.NodeName, c.NodeIP = t.TempDir(), "n1", "10.0.0.1"

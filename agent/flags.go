@@ -30,6 +30,7 @@ const (
 	FlagDisableProxy     = "disable-proxy"
 	FlagProxyMode        = "proxy-mode"
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
+	FlagGoMemoryLimit    = "go-memory-limit"
 )
 
 // Flags is a Config bound to a flag set by BindFlags.
@@ -59,6 +60,8 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.BoolVar(&c.DisableProxy, FlagDisableProxy, c.DisableProxy, "do not run the service proxy (when another kube-proxy serves this node)")
 	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables, ipvs or nftables")
 	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /healthz and /metrics; empty disables")
+	fs.StringVar(&c.GoMemoryLimit, FlagGoMemoryLimit, c.GoMemoryLimit, "the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit; a quantity such as 64Mi): "+
+		"the garbage collector runs harder near it instead of letting the heap double; empty or 0: none; $GOMEMLIMIT, when set, wins")
 	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
 }
 

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	nodeutil "k8s.io/component-helpers/node/util"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
@@ -45,6 +49,8 @@ type agent struct {
 	client   kubernetes.Interface
 	rt       *cri.Client
 	recorder record.EventRecorder
+	// memoryLimit is GoMemoryLimit in bytes (0: none).
+	memoryLimit int64
 }
 
 // Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
@@ -64,6 +70,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := a.connect(); err != nil {
 		return err
 	}
+	a.setMemoryLimit()
 	stopRuntime, err := a.startRuntime(ctx)
 	if err != nil {
 		return err
@@ -105,6 +112,9 @@ func newAgent(cfg Config) (*agent, error) {
 	} else if a.nodeIP, err = nodestatus.DefaultRouteIP(); err != nil {
 		return nil, err
 	}
+	if a.memoryLimit, err = parseMemoryLimit(cfg.GoMemoryLimit); err != nil {
+		return nil, fmt.Errorf("--%s: %w", FlagGoMemoryLimit, err)
+	}
 	if err := kubeletconfig.Validate(&cfg.Kubelet); err != nil {
 		return nil, fmt.Errorf("kubelet config: %w", err)
 	}
@@ -123,6 +133,35 @@ func newAgent(cfg Config) (*agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// parseMemoryLimit parses --go-memory-limit: a non-negative quantity ("40Mi"), "" or "0" for none.
+func parseMemoryLimit(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a quantity such as 40Mi: %w", s, err)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return q.Value(), nil
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit to GoMemoryLimit, unless $GOMEMLIMIT (which
+// the runtime read at start) is set.
+func (a *agent) setMemoryLimit() {
+	if a.memoryLimit == 0 {
+		return
+	}
+	if env := os.Getenv("GOMEMLIMIT"); env != "" {
+		a.log.Info("Go memory limit from $GOMEMLIMIT", "node", a.nodeName, "GOMEMLIMIT", env)
+		return
+	}
+	debug.SetMemoryLimit(a.memoryLimit)
+	a.log.Info("Go memory limit set", "node", a.nodeName, "bytes", a.memoryLimit, "flag", "--"+FlagGoMemoryLimit)
 }
 
 // join joins the cluster (kubelet/bootstrap) when a token is set (Token, else $NODEKIT_TOKEN); an
@@ -156,6 +195,10 @@ func (a *agent) connect() error {
 	}
 	// Upstream's kubeAPIQPS/kubeAPIBurst: client-go's default 5/10 would throttle status writes and events.
 	rc.QPS, rc.Burst = 50, 100
+	// Protobuf, upstream's kubeAPIContentType: a node's pod, node and service watches decode with a
+	// fraction of JSON's allocations (every object this client reads is a built-in type).
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	if a.client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
@@ -240,7 +283,7 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		return nil, nil
 	}
 	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr})
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS})
 	if err != nil {
 		return nil, fmt.Errorf("service proxy: %w", err)
 	}
@@ -254,11 +297,25 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Serv
 	if err != nil {
 		return nil, err
 	}
+	// upstream's kubelet: webhook authentication (client certificates, then TokenReview) and
+	// authorization (SubjectAccessReview) against the API server, cached
+	authn, authz, err := server.Webhook(a.client, server.WebhookOptions{ClientCA: clientCA,
+		TokenCacheTTL: kc.Authentication.Webhook.CacheTTL.Duration, AuthorizedTTL: kc.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		UnauthorizedTTL: kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration})
+	if err != nil {
+		return nil, err
+	}
+	if kc.Authentication.Webhook.Enabled != nil && !*kc.Authentication.Webhook.Enabled {
+		authn = nil // client certificates only
+	}
+	if kc.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow {
+		authz = nil
+	}
 	return server.New(server.Config{
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
 		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
-		Authorizer: server.GroupAuthorizer{"system:masters"},
-		Pods:       kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
-		Metrics: m,
+		Authenticator: authn, Authorizer: authz,
+		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
+		Metrics: m, EnableProfiling: kc.EnableProfilingHandler != nil && *kc.EnableProfilingHandler,
 	})
 }

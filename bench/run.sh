@@ -18,7 +18,7 @@ for b in $BENCH; do
 		go run ./bench/cni -n 50 -nodekit-bin "$PWD/bin/nodekit" ;;
 	apiserver) run "apiserver: create→watch latency, list of 10k pods, server RSS" \
 		go run ./bench/apiserver -pods 10000 ;;
-	kubelet) run "kubelet: pod start latency (1 and 30 pods) vs the raw-CRI floor" \
+	kubelet) run "kubelet: pod start latency to Ready (1 and 30 pods, token volume + readiness probe) vs the raw-CRI floor; agent RSS and heap at 0, 30, 110 pods" \
 		go test -run '^$' -bench . -benchtime 1x -timeout 30m ./bench/kubelet/ ;;
 	probes) run "probes: CPU and memory of the probe manager, 100 pods x 3 probes at 1 s" \
 		go test -run '^$' -bench . -benchtime 1x ./bench/probes/ ;;

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -154,9 +155,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
 	defer k.workers.Wait()
 
-	svcFactory := informers.NewSharedInformerFactory(k.cfg.Client, 0)
+	svcFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields))
 	k.services = svcFactory.Core().V1().Services().Lister()
-	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
 		}))
@@ -222,6 +223,15 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// dropManagedFields is the informers' transform: an object's managedFields (server-side apply's
+// bookkeeping, often the largest part of its metadata) are never read on the node, so they are not cached.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // recorderOrDefault returns Config.Recorder or an event recorder writing through the API client.

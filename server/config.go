@@ -120,17 +120,23 @@ type Paths struct {
 	CACert string
 	// AdminKubeconfig is the cluster-admin kubeconfig the API server writes (<DataDir>/admin.kubeconfig).
 	AdminKubeconfig string
+	// SchedulerKubeconfig and ControllerManagerKubeconfig are the scheduler's and the controller
+	// manager's own identities (system:kube-scheduler, system:kube-controller-manager), which the API
+	// server writes (<DataDir>/scheduler.kubeconfig, <DataDir>/controller-manager.kubeconfig).
+	SchedulerKubeconfig, ControllerManagerKubeconfig string
 }
 
 // Paths returns c's data-dir layout.
 func (c Config) Paths() Paths {
 	pkiDir := filepath.Join(c.DataDir, "pki")
 	return Paths{
-		DataDir:         c.DataDir,
-		EtcdDir:         filepath.Join(c.DataDir, "etcd"),
-		PKIDir:          pkiDir,
-		CACert:          pki.CertPath(pkiDir, pki.CAName),
-		AdminKubeconfig: filepath.Join(c.DataDir, "admin.kubeconfig"),
+		DataDir:                     c.DataDir,
+		EtcdDir:                     filepath.Join(c.DataDir, "etcd"),
+		PKIDir:                      pkiDir,
+		CACert:                      pki.CertPath(pkiDir, pki.CAName),
+		AdminKubeconfig:             filepath.Join(c.DataDir, "admin.kubeconfig"),
+		SchedulerKubeconfig:         filepath.Join(c.DataDir, "scheduler.kubeconfig"),
+		ControllerManagerKubeconfig: filepath.Join(c.DataDir, "controller-manager.kubeconfig"),
 	}
 }
 

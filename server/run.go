@@ -39,6 +39,7 @@ func Run(ctx context.Context, c Config) error {
 	defer store.Close()
 	ao := c.APIServer
 	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
+	ao.SchedulerKubeconfig, ao.ControllerManagerKubeconfig = p.SchedulerKubeconfig, p.ControllerManagerKubeconfig
 	ao.EtcdEndpoints = store.Endpoints
 	ao.EtcdCAFile, ao.EtcdCertFile, ao.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
 	api, err := apiserver.New(ao)
@@ -48,7 +49,7 @@ func Run(ctx context.Context, c Config) error {
 	co := c.Controllers
 	// csrsigning signs node client certificates (token joins) with the cluster CA the API server trusts.
 	co.ClusterSigner = api.CA
-	if err := startControlLoops(ctx, api.KubeconfigPath, c.Scheduler, co); err != nil {
+	if err := startControlLoops(ctx, p.SchedulerKubeconfig, p.ControllerManagerKubeconfig, c.Scheduler, co); err != nil {
 		return err
 	}
 	if c.Ready != nil {
@@ -61,21 +62,21 @@ func Run(ctx context.Context, c Config) error {
 	return api.Run(ctx)
 }
 
-// startControlLoops starts the scheduler and the controller manager on the admin kubeconfig: they
-// reach etcd only through the API server, and their informers retry until it serves.
-func startControlLoops(ctx context.Context, kubeconfig string, so scheduler.Options, co controllers.Options) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// startControlLoops starts the scheduler and the controller manager, each with its own kubeconfig
+// (identity system:kube-scheduler or system:kube-controller-manager, which the bootstrap RBAC policy
+// grants their roles): they reach etcd only through the API server, and their informers retry until it
+// serves and authorizes them.
+func startControlLoops(ctx context.Context, schedulerKubeconfig, controllersKubeconfig string, so scheduler.Options, co controllers.Options) error {
+	schedClient, err := clientFor(schedulerKubeconfig)
 	if err != nil {
-		return fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
+		return err
 	}
-	// client-go's default 5 requests/s would cap the scheduler at about 5 bindings/s.
-	cfg.QPS, cfg.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clientFor(controllersKubeconfig)
 	if err != nil {
-		return fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
+		return err
 	}
 	go func() {
-		if err := scheduler.Run(ctx, client, so); err != nil && ctx.Err() == nil {
+		if err := scheduler.Run(ctx, schedClient, so); err != nil && ctx.Err() == nil {
 			slog.Error("scheduler stopped", "err", err)
 		}
 	}()
@@ -85,6 +86,21 @@ func startControlLoops(ctx context.Context, kubeconfig string, so scheduler.Opti
 		}
 	}()
 	return nil
+}
+
+// clientFor returns a client for a control loop's kubeconfig.
+func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
+	}
+	// client-go's default 5 requests/s would cap the scheduler at about 5 bindings/s.
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
+	}
+	return client, nil
 }
 
 // waitReadyz polls GET /readyz on the admin kubeconfig's API server every 250 ms until it answers

@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, bootstrap token cleaner, bootstrap signer and root CA publisher controllers, each a small
+// CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
+	"github.com/nodekit/nodekit/controlplane/controllers/clusterroleaggregation"
 	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/disruption"
@@ -51,11 +52,13 @@ const (
 	DaemonSet        = "daemonset"
 	Job              = "job"
 	Disruption       = "disruption"
+	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
+	ClusterRoleAggregation = "clusterrole-aggregation"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -188,6 +191,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = job.New(client, factory, nil, log)
 		case Disruption:
 			r, err = disruption.New(client, factory, nil, log)
+		case ClusterRoleAggregation:
+			r, err = clusterroleaggregation.New(client, factory, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -45,6 +45,7 @@ var Supported = []string{
 	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
+	"enableProfilingHandler",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit
@@ -56,7 +57,7 @@ var Supported = []string{
 // upstream's default thresholds (EvictionThresholds), so that a file's map replaces them rather than
 // merging into them.
 func Default() *kubeletv1beta1.KubeletConfiguration {
-	anonymous := false
+	anonymous, profiling, webhook := false, true, true
 	logMaxFiles, gcHigh, gcLow := int32(5), int32(85), int32(80)
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
@@ -79,9 +80,15 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		ImageGCLowThresholdPercent:       &gcLow,
 		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
+		EnableProfilingHandler:           &profiling,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &anonymous},
+			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: &webhook,
+				CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
 		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
+			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute},
+				CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second}}},
 	}
 }
 
@@ -170,9 +177,9 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	case c.ContainerRuntimeEndpoint == "" && c.ImageServiceEndpoint != "":
 		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")
 	case c.Authentication.Anonymous.Enabled != nil && *c.Authentication.Anonymous.Enabled:
-		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate")
-	case c.Authentication.Webhook.Enabled != nil && *c.Authentication.Webhook.Enabled:
-		return fmt.Errorf("authentication.webhook.enabled: not supported; nodekit's kubelet server authenticates client certificates only (authentication.x509.clientCAFile)")
+		return fmt.Errorf("authentication.anonymous.enabled: nodekit's kubelet server always requires a client certificate or a bearer token")
+	case c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeWebhook && c.Authorization.Mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
+		return fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", c.Authorization.Mode)
 	case (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == ""):
 		return fmt.Errorf("tlsCertFile/tlsPrivateKeyFile: set both or neither")
 	}

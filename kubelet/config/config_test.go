@@ -95,7 +95,7 @@ func TestDecodeErrors(t *testing.T) {
 		{head + "runtimeRequestTimeout: 0s\n", "runtimeRequestTimeout: 0s must be positive"},
 		{head + "registerWithTaints: [{key: a, effect: Sometimes}]\n", `registerWithTaints[0]: effect "Sometimes"`},
 		{head + "authentication: {anonymous: {enabled: true}}\n", "authentication.anonymous.enabled"},
-		{head + "authentication: {webhook: {enabled: true}}\n", "authentication.webhook.enabled: not supported"},
+		{head + "authorization: {mode: Magic}\n", `authorization.mode: "Magic" is not Webhook or AlwaysAllow`},
 		{"apiVersion: v1\nkind: Pod\n", `apiVersion/kind is "v1"/"Pod"`},
 		{head + "containerLogMaxSize: lots\n", `containerLogMaxSize: "lots" is not a quantity`},
 		{head + "containerLogMaxFiles: 1\n", "containerLogMaxFiles: 1 must be at least 2"},

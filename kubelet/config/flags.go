@@ -27,7 +27,7 @@ type Flags struct {
 // names: --address, --port, --tls-cert-file, --tls-private-key-file, --client-ca-file,
 // --pod-manifest-path, --pod-logs-dir, --sync-frequency, --cluster-dns, --cluster-domain,
 // --node-status-update-frequency, --max-pods, --cgroup-root, --cgroup-driver, --register-with-taints,
-// --container-runtime-endpoint, --image-service-endpoint) on fs. Their defaults are Default()'s.
+// --container-runtime-endpoint, --image-service-endpoint, --enable-profiling-handler) on fs. Their defaults are Default()'s.
 func AddFlags(fs *pflag.FlagSet) *Flags { return BindFlags(fs, Default(), "") }
 
 // BindFlags is AddFlags with the flags bound to cfg (whose current values are their defaults, and
@@ -60,6 +60,10 @@ func BindFlags(fs *pflag.FlagSet, cfg *kubeletv1beta1.KubeletConfiguration, conf
 	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd, used when the runtime cannot tell (CRI RuntimeConfig)")
 	fs.Var(&taintsValue{taints: &c.RegisterWithTaints}, "register-with-taints", "taints the Node is registered with: key[=value]:Effect,...")
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix:///path); empty = start nodekit's managed containerd")
+	if c.EnableProfilingHandler == nil {
+		c.EnableProfilingHandler = new(bool)
+	}
+	fs.BoolVar(c.EnableProfilingHandler, "enable-profiling-handler", *c.EnableProfilingHandler, "serve Go's pprof profiles on the kubelet server's /debug/pprof/ (authorized as nodes/proxy)")
 	fs.StringVar(&c.ImageServiceEndpoint, "image-service-endpoint", c.ImageServiceEndpoint, "CRI image service endpoint; empty = the runtime endpoint")
 	return f
 }

@@ -1,12 +1,16 @@
 // Package server is the kubelet's HTTPS API on :10250, the endpoints the API server and monitoring use
 // (upstream pkg/kubelet/server): /healthz, /pods, /containerLogs, /exec, /attach, /portForward (proxied to
-// the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types)
-// and /metrics (Prometheus).
+// the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types),
+// /metrics (Prometheus) and, with EnableProfiling, /debug/pprof/ (Go's profiles).
 //
-// Authentication is by client certificate only: the TLS handshake asks for one and verifies it against
-// the client CA (the cluster CA); a request without a verified certificate gets 401 Unauthorized, as
-// upstream's kubelet with anonymous authentication disabled. The certificate's CN and O become the user
-// and groups, and Authorizer (optional) decides per request like upstream's nodes/<subresource> checks.
+// Authentication and authorization are upstream's kubelet's (pkg/kubelet/server/auth.go): a client
+// certificate verified against the client CA (the cluster CA; CN and O become user and groups) or a
+// bearer token the API server vouches for with a TokenReview (Webhook: upstream's webhook mode, cached);
+// a request with neither gets 401 Unauthorized (anonymous authentication disabled). Each request is then
+// authorized as verb (get, create, update, patch, delete by HTTP method) on the node's subresource
+// (nodes/proxy, nodes/stats, nodes/metrics, nodes/log, nodes/healthz, nodes/pods; for the last two
+// nodes/proxy is accepted as well, as upstream's fine-grained kubelet authorization) — with Webhook, by a
+// SubjectAccessReview, cached for a short time.
 package server
 
 import (
@@ -19,16 +23,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/util/cert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -39,19 +49,6 @@ import (
 type PodSource interface {
 	Pods() []*v1.Pod
 	GetPodByName(namespace, name string) (*v1.Pod, bool)
-}
-
-// User is the authenticated client: the certificate's subject CN and O.
-type User struct {
-	Name   string
-	Groups []string
-}
-
-// Authorizer decides whether user may do verb on the node subresource (upstream's kubelet maps paths to
-// nodes/proxy, nodes/log, nodes/stats, nodes/metrics, nodes/healthz). A nil Authorizer allows every
-// authenticated user.
-type Authorizer interface {
-	Authorize(ctx context.Context, user User, verb, subresource string) (allowed bool, reason string, err error)
 }
 
 // Config configures a Server. Pods, Runtime and ClientCA are required.
@@ -68,8 +65,12 @@ type Config struct {
 	NodeIPs                 []net.IP
 	// ClientCA verifies client certificates (the cluster CA; authentication.x509.clientCAFile).
 	ClientCA *x509.CertPool
-	// Authorizer is optional (see Authorizer).
-	Authorizer Authorizer
+	// Authenticator authenticates requests (Webhook builds upstream's: client certificates and
+	// TokenReview). Nil: client certificates against ClientCA only.
+	Authenticator authenticator.Request
+	// Authorizer decides each request's attributes (Webhook builds upstream's SubjectAccessReview
+	// authorizer). Nil allows every authenticated user (upstream's AlwaysAllow mode).
+	Authorizer authorizer.Authorizer
 
 	Pods    PodSource
 	Runtime runtimeapi.RuntimeServiceClient
@@ -79,7 +80,10 @@ type Config struct {
 	RootDir string
 	// Metrics is served on /metrics. Nil: a fresh metrics.New(NodeName, Runtime).
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// EnableProfiling serves Go's pprof profiles on /debug/pprof/ (KubeletConfiguration
+	// enableProfilingHandler), authorized as nodes/proxy like upstream's /debug paths.
+	EnableProfiling bool
+	Logger          *slog.Logger
 }
 
 // Server is the kubelet server. Create it with New and run it with Serve.
@@ -136,6 +140,10 @@ func New(cfg Config) (*Server, error) {
 	if s.listener, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("kubelet server: listen %s: %w", addr, err)
 	}
+	if cfg.Authenticator == nil {
+		s.cfg.Authenticator = x509request.New(x509.VerifyOptions{Roots: cfg.ClientCA, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+			x509request.CommonNameUserConversion)
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -176,14 +184,15 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // routes builds the mux behind authentication; each route names the node subresource it is authorized
-// as (upstream's kubelet auth: /stats → stats, /metrics → metrics, /logs & /containerLogs → proxy ...).
+// as (upstream's kubelet auth: /stats → stats, /metrics → metrics, /healthz → healthz, /pods → pods,
+// /containerLogs, /exec, /attach, /portForward → proxy).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern, subresource string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.authorize(subresource, h))
 	}
 	handle("GET /healthz", "healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
-	handle("GET /pods", "proxy", s.pods)
+	handle("GET /pods", "pods", s.pods)
 	handle("GET /containerLogs/{namespace}/{pod}/{container}", "proxy", s.containerLogs)
 	for _, p := range []string{"/exec/{namespace}/{pod}/{container}", "/exec/{namespace}/{pod}/{uid}/{container}"} {
 		handle(p, "proxy", s.exec)
@@ -196,45 +205,74 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("GET /stats/summary", "stats", s.statsSummary)
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
+	if s.cfg.EnableProfiling {
+		handle("GET /debug/pprof/", "proxy", pprof.Index) // heap, goroutine, allocs, ... by name
+		handle("GET /debug/pprof/cmdline", "proxy", pprof.Cmdline)
+		handle("GET /debug/pprof/profile", "proxy", pprof.Profile)
+		handle("GET /debug/pprof/symbol", "proxy", pprof.Symbol)
+		handle("GET /debug/pprof/trace", "proxy", pprof.Trace)
+	}
 	return s.authenticate(mux)
 }
 
-type userKey struct{}
-
-// authenticate rejects requests without a verified client certificate with 401.
+// authenticate rejects requests the Authenticator does not authenticate with 401 and puts the user on
+// the request's context.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(r)
+		if err != nil || !ok || resp == nil || resp.User == nil {
+			if err != nil {
+				s.log.Debug("kubelet server: unable to authenticate the request", "err", err)
+			}
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		leaf := r.TLS.VerifiedChains[0][0]
-		u := User{Name: leaf.Subject.CommonName, Groups: leaf.Subject.Organization}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		r.Header.Del("Authorization")
+		next.ServeHTTP(w, r.WithContext(genericapirequest.WithUser(r.Context(), resp.User)))
 	})
 }
 
-// authorize asks the Authorizer, if any, with the request's verb (get for GET, create otherwise, as
-// upstream maps it) and the node subresource.
+// methodVerbs maps HTTP methods to authorization verbs, as upstream's kubelet does.
+var methodVerbs = map[string]string{http.MethodGet: "get", http.MethodHead: "get", http.MethodPost: "create",
+	http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}
+
+// authorize asks the Authorizer, if any, whether the user may do the request's verb on
+// nodes/<subresource> of this node (also nodes/proxy for healthz and pods, which it covers upstream).
 func (s *Server) authorize(subresource string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Authorizer != nil {
-			u, _ := r.Context().Value(userKey{}).(User)
-			verb := "get"
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				verb = "create"
-			}
-			ok, reason, err := s.cfg.Authorizer.Authorize(r.Context(), u, verb, subresource)
+		if s.cfg.Authorizer == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, _ := genericapirequest.UserFrom(r.Context())
+		verb, ok := methodVerbs[r.Method]
+		if !ok {
+			verb = strings.ToLower(r.Method)
+		}
+		subs := []string{subresource}
+		if subresource == "healthz" || subresource == "pods" {
+			subs = append(subs, "proxy")
+		}
+		var reason string
+		for _, sub := range subs {
+			d, why, err := s.cfg.Authorizer.Authorize(r.Context(), authorizer.AttributesRecord{User: u, Verb: verb, APIVersion: "v1",
+				Resource: "nodes", Subresource: sub, Name: s.cfg.NodeName, ResourceRequest: true, Path: r.URL.Path})
 			if err != nil {
+				s.log.Warn("kubelet server: authorization error", "user", u.GetName(), "verb", verb, "subresource", sub, "err", err)
 				http.Error(w, "authorization error: "+err.Error(), http.StatusInternalServerError)
 				return
 			}
-			if !ok {
-				http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s): %s", u.Name, verb, subresource, reason), http.StatusForbidden)
+			if d == authorizer.DecisionAllow {
+				next.ServeHTTP(w, r)
 				return
 			}
+			reason = why
 		}
-		next.ServeHTTP(w, r)
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.GetName(), verb, subs)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		http.Error(w, msg, http.StatusForbidden)
 	})
 }
 
@@ -285,22 +323,4 @@ func selfSignedCert(dir, host string, ips []net.IP) (string, string, error) {
 		return "", "", fmt.Errorf("kubelet server: %w", err)
 	}
 	return certFile, keyFile, nil
-}
-
-// GroupAuthorizer allows users in any of its groups and denies everyone else, for every verb and
-// subresource. With the API server's kubelet client in system:masters, GroupAuthorizer{"system:masters"}
-// matches what upstream's default RBAC grants through a SubjectAccessReview for nodes/proxy: the API
-// server and cluster admins may use the kubelet API, other nodes may not.
-type GroupAuthorizer []string
-
-// Authorize implements Authorizer.
-func (g GroupAuthorizer) Authorize(_ context.Context, u User, _, _ string) (bool, string, error) {
-	for _, have := range u.Groups {
-		for _, want := range g {
-			if have == want {
-				return true, "", nil
-			}
-		}
-	}
-	return false, fmt.Sprintf("user %q is in none of the groups %v", u.Name, []string(g)), nil
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -87,7 +88,8 @@ func TestServer(t *testing.T) {
 	pki := testpki.New(t)
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
-		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: GroupAuthorizer{"system:masters"}, Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir})
+		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: authorizerfactory.NewPrivilegedGroups("system:masters"), Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir,
+		EnableProfiling: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +118,12 @@ func TestServer(t *testing.T) {
 
 	nodeTLS, _, _ := pki.Client(t, "system:node:n2", "system:nodes")
 	node := &http.Client{Transport: &http.Transport{TLSClientConfig: nodeTLS}}
-	if resp, err := node.Get(base + "/pods"); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("another node's /pods = %v, %v; want 403", resp, err)
-	} else {
-		resp.Body.Close()
+	for _, path := range []string{"/pods", "/debug/pprof/heap"} {
+		if resp, err := node.Get(base + path); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("another node's %s = %v, %v; want 403", path, resp, err)
+		} else {
+			resp.Body.Close()
+		}
 	}
 
 	adminTLS, _, _ := pki.Client(t, "kube-apiserver-kubelet-client", "system:masters")
@@ -167,6 +171,13 @@ func TestServer(t *testing.T) {
 	if sum.Node.NodeName != "n1" || sum.Node.Memory == nil || sum.Node.Fs == nil || len(sum.Pods) != 1 || sum.Pods[0].PodRef.Name != "web" ||
 		len(sum.Pods[0].Containers) != 1 || *sum.Pods[0].Containers[0].CPU.UsageCoreNanoSeconds != 1234 || *sum.Pods[0].Memory.WorkingSetBytes != 4096 {
 		t.Errorf("summary = %s", body)
+	}
+	// The heap profile in its text form ends with the runtime's MemStats.
+	if code, body := get("/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile:") || !strings.Contains(body, "# HeapInuse = ") {
+		t.Errorf("/debug/pprof/heap?debug=1 = %d %.200q", code, body)
+	}
+	if code, body := get("/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ = %d %.200q", code, body)
 	}
 	code, body = get("/metrics")
 	for _, name := range []string{"kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 2`, `kubelet_node_name{node="n1"} 1`, "kubelet_pod_start_duration_seconds_bucket"} {

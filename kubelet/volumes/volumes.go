@@ -41,12 +41,13 @@ type Manager struct {
 	root   string
 	client kubernetes.Interface
 	log    *slog.Logger
+	tokens *tokens
 }
 
 // New returns a Manager keeping pod directories below root (the kubelet's --root-dir); client reads
 // configMaps and secrets and requests service account tokens.
 func New(root string, client kubernetes.Interface, log *slog.Logger) *Manager {
-	return &Manager{root: root, client: client, log: log}
+	return &Manager{root: root, client: client, log: log, tokens: newTokens(client)}
 }
 
 // PodDir is <root>/pods/<uid>.
@@ -330,7 +331,8 @@ func (m *Manager) projectedFiles(ctx context.Context, pod *v1.Pod, p *v1.Project
 	return out, nil
 }
 
-// tokenFile requests a token bound to the pod for its service account (TokenRequest API).
+// tokenFile returns a token bound to the pod for its service account (TokenRequest API), reused across
+// syncs while fresh (see tokens).
 func (m *Manager) tokenFile(ctx context.Context, pod *v1.Pod, t *v1.ServiceAccountTokenProjection, def os.FileMode) (map[string]File, error) {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
@@ -347,16 +349,17 @@ func (m *Manager) tokenFile(ctx context.Context, pod *v1.Pod, t *v1.ServiceAccou
 	if t.Audience != "" {
 		req.Spec.Audiences = []string{t.Audience}
 	}
-	tr, err := m.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	token, err := m.tokens.get(ctx, tokenKey{pod: pod.UID, namespace: pod.Namespace, account: sa, audience: t.Audience, expiration: exp}, req)
 	if err != nil {
 		return nil, fmt.Errorf("service account token for %q: %w", sa, err)
 	}
-	return map[string]File{t.Path: {Data: []byte(tr.Status.Token), Mode: def}}, nil
+	return map[string]File{t.Path: {Data: []byte(token), Mode: def}}, nil
 }
 
 // TearDownPod unmounts the pod's tmpfs volumes and removes its volume directories (hostPath contents
 // are never touched). Missing directories are fine.
 func (m *Manager) TearDownPod(uid types.UID) error {
+	m.tokens.forget(uid)
 	if err := m.tearDownSubPaths(uid); err != nil {
 		return err
 	}

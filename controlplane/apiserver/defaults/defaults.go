@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -21,6 +22,8 @@ import (
 
 // Register adds the defaulting functions to s.
 func Register(s *runtime.Scheme) {
+	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) { Subjects(o.(*rbacv1.RoleBinding).Subjects) })
+	s.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(o any) { Subjects(o.(*rbacv1.ClusterRoleBinding).Subjects) })
 	s.AddTypeDefaultingFunc(&corev1.Pod{}, func(o any) { podspec.Default(&o.(*corev1.Pod).Spec) })
 	s.AddTypeDefaultingFunc(&corev1.Service{}, func(o any) { Service(o.(*corev1.Service)) })
 	s.AddTypeDefaultingFunc(&corev1.Secret{}, func(o any) {
@@ -179,4 +182,14 @@ func DaemonSet(ds *appsv1.DaemonSet) {
 		s.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	podspec.Default(&s.Template.Spec)
+}
+
+// Subjects defaults an RBAC binding's User and Group subjects' apiGroup to rbac.authorization.k8s.io
+// (ServiceAccount subjects keep the core group ""), as kube-apiserver's SetDefaults_Subject.
+func Subjects(subjects []rbacv1.Subject) {
+	for i := range subjects {
+		if s := &subjects[i]; s.APIGroup == "" && (s.Kind == rbacv1.UserKind || s.Kind == rbacv1.GroupKind) {
+			s.APIGroup = rbacv1.GroupName
+		}
+	}
 }

@@ -1,6 +1,7 @@
 // Package pki creates and loads the control plane's certificate authority and the certificates issued
 // from it: the API server's serving certificate, the admin client certificate (O=system:masters), the API
-// server's kubelet client certificate and node client certificates (CN=system:node:<name>,
+// server's kubelet client certificate, the scheduler's and controller manager's client certificates
+// (CN=system:kube-scheduler, CN=system:kube-controller-manager) and node client certificates (CN=system:node:<name>,
 // O=system:nodes), following the Kubernetes PKI conventions (kubernetes.io/docs/setup/best-practices/certificates).
 // Files are PEM, <name>.crt (0644) and <name>.key (0600) in one directory.
 package pki
@@ -29,18 +30,25 @@ const (
 	ServingName       = "apiserver"
 	AdminName         = "admin"
 	KubeletClientName = "apiserver-kubelet-client"
+	SchedulerName     = "kube-scheduler"
+	ControllersName   = "kube-controller-manager"
 )
 
 // Groups and user names the authorizer understands.
 const (
-	MastersGroup     = "system:masters"
-	NodesGroup       = "system:nodes"
-	NodeUserPrefix   = "system:node:"
-	AdminUser        = "kubernetes-admin"
-	KubeletClientCN  = "kube-apiserver-kubelet-client"
-	caValidity       = 10 * 365 * 24 * time.Hour
-	leafValidity     = 365 * 24 * time.Hour
-	clockSkewAllowed = time.Hour
+	MastersGroup    = "system:masters"
+	NodesGroup      = "system:nodes"
+	NodeUserPrefix  = "system:node:"
+	AdminUser       = "kubernetes-admin"
+	KubeletClientCN = "kube-apiserver-kubelet-client"
+	// SchedulerUser and ControllerManagerUser are the scheduler's and the controller manager's
+	// identities, which the bootstrap RBAC policy binds to system:kube-scheduler and
+	// system:kube-controller-manager (and the controllers' roles).
+	SchedulerUser         = "system:kube-scheduler"
+	ControllerManagerUser = "system:kube-controller-manager"
+	caValidity            = 10 * 365 * 24 * time.Hour
+	leafValidity          = 365 * 24 * time.Hour
+	clockSkewAllowed      = time.Hour
 )
 
 // CA is a loaded certificate authority.
@@ -88,6 +96,12 @@ func AdminSpec() Spec {
 // KubeletClientSpec is the identity the API server presents to kubelets when proxying logs and exec.
 func KubeletClientSpec() Spec {
 	return Spec{CommonName: KubeletClientCN, Organization: []string{MastersGroup}, Client: true}
+}
+
+// UserClientSpec is a client identity with no group but system:authenticated: a user RBAC grants to
+// (CN=user).
+func UserClientSpec(user string) Spec {
+	return Spec{CommonName: user, Client: true}
 }
 
 // LoadOrCreateCA loads dir/ca.crt and dir/ca.key or creates them (self-signed, 10 years, ECDSA P-256).

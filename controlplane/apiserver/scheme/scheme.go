@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -22,6 +23,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,7 +46,7 @@ var (
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
-		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion,
+		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
 	}
 )
 
@@ -53,7 +55,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
-		batchv1.AddToScheme,
+		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme,
 		metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,25 +20,30 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
 	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authn"
 	"github.com/nodekit/nodekit/controlplane/apiserver/authz"
+	"github.com/nodekit/nodekit/controlplane/apiserver/authz/bootstrappolicy"
 	nodeauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/node"
+	rbacauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authentication"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authorization"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/batch"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
@@ -44,6 +52,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/policy"
+	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
@@ -116,7 +125,23 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 	nodeGraph := nodeauthz.NewGraph()
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorizer{Node: nodeauthz.Authorizer{Graph: nodeGraph}}.Authorize)
+	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: loopback client: %w", err)
+	}
+	rbacInformers := informers.NewSharedInformerFactory(loopback, 0)
+	rbacRules := &rbacauthz.Authorizer{
+		Roles: rbacInformers.Rbac().V1().Roles().Lister(), RoleBindings: rbacInformers.Rbac().V1().RoleBindings().Lister(),
+		ClusterRoles: rbacInformers.Rbac().V1().ClusterRoles().Lister(), ClusterRoleBindings: rbacInformers.Rbac().V1().ClusterRoleBindings().Lister(),
+	}
+	if cfg.Authorization.Authorizer, err = authz.New(nodeauthz.Authorizer{Graph: nodeGraph}, rbacRules); err != nil {
+		return nil, err
+	}
+	rbacStorage, err := rbacregistry.NewStorage(getter, &rbacregistry.Guard{Rules: rbacRules, Authorizer: cfg.Authorization.Authorizer})
+	if err != nil {
+		return nil, err
+	}
+	authorizationStorage := authorization.NewStorage(cfg.Authorization.Authorizer, rbacRules.RulesFor)
 	merge(pods)
 	svcs, err := service.NewStorage(getter, alloc)
 	if err != nil {
@@ -133,6 +158,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
 		return nil, err
 	}
+	authenticationStorage := authentication.NewStorage(cfg.Authentication.Authenticator, saTokens.APIAudiences)
+	genericapiserver.AuthorizeClientBearerToken(cfg.LoopbackClientConfig, &cfg.Authentication, &cfg.Authorization)
 	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), saTokens)
 	coordination, err := plain.Coordination(getter)
 	if err != nil {
@@ -195,6 +222,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
+		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
@@ -206,11 +234,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
 	gs.AddPostStartHookOrDie("nodekit-node-authorizer-graph", func(hc genericapiserver.PostStartHookContext) error {
-		c, err := kubernetes.NewForConfig(hc.LoopbackClientConfig)
-		if err != nil {
-			return err
-		}
-		return nodeauthz.Populate(hc.Context, c, nodeGraph)
+		return nodeauthz.Populate(hc.Context, loopback, nodeGraph)
+	})
+	gs.AddPostStartHookOrDie("rbac/bootstrap-roles", func(hc genericapiserver.PostStartHookContext) error {
+		return startRBAC(hc.Context, rbacInformers, loopback)
 	})
 	gs.AddPostStartHookOrDie("nodekit-default-servicecidr", func(hc genericapiserver.PostStartHookContext) error {
 		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -276,4 +303,32 @@ func secretsIn(secrets rest.Getter, namespace string) authn.SecretGetter {
 		}
 		return obj.(*corev1.Secret), nil
 	}
+}
+
+// startRBAC starts the RBAC informers and reconciles the bootstrap policy through the loopback client
+// (retrying every half second until it succeeds), then waits for the informers to sync: the API server
+// reports ready only after that, so RBAC decisions never come from an empty cache.
+func startRBAC(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface) error {
+	factory.Start(ctx.Done())
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := bootstrappolicy.Reconcile(client); err != nil {
+			msg := err.Error()
+			if i := strings.IndexByte(msg, '\n'); i > 0 {
+				msg = msg[:i] + " (and more)"
+			}
+			slog.Warn("apiserver rbac bootstrap policy: retrying", "err", msg)
+			return false, nil
+		}
+		return true, nil
+	})
+	// a failed post-start hook ends the process: shutting down before the policy is in place is not one
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("rbac bootstrap policy: %w", err)
+	}
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok && ctx.Err() == nil {
+			return fmt.Errorf("rbac informer %v did not sync", typ)
+		}
+	}
+	return nil
 }

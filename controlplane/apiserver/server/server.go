@@ -37,6 +37,9 @@ type Options struct {
 	// AdminKubeconfig is where the admin (system:masters) kubeconfig is written, mode 0600. Both
 	// required; the server's data-dir layout (server.Config.Paths) names them.
 	PKIDir, AdminKubeconfig string
+	// SchedulerKubeconfig and ControllerManagerKubeconfig are where the scheduler's and the controller
+	// manager's kubeconfigs (their own client certificates, mode 0600) are written. Both required.
+	SchedulerKubeconfig, ControllerManagerKubeconfig string
 	// BindAddress and Port are where HTTPS is served (default 0.0.0.0:6443; Port -1 picks a free port).
 	BindAddress string
 	Port        int
@@ -78,8 +81,8 @@ type Server struct {
 }
 
 func (o *Options) complete() error {
-	if o.PKIDir == "" || o.AdminKubeconfig == "" {
-		return errors.New("apiserver: PKIDir and AdminKubeconfig are required")
+	if o.PKIDir == "" || o.AdminKubeconfig == "" || o.SchedulerKubeconfig == "" || o.ControllerManagerKubeconfig == "" {
+		return errors.New("apiserver: PKIDir and the admin, scheduler and controller manager kubeconfig paths are required")
 	}
 	if o.BindAddress == "" {
 		o.BindAddress = DefaultBindAddress
@@ -165,7 +168,7 @@ func New(opts Options) (*Server, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	serverURL := serverURL(opts.AdvertiseAddress, port)
 	kubeconfig := opts.AdminKubeconfig
-	if err := writeAdminKubeconfig(kubeconfig, serverURL, certs); err != nil {
+	if err := writeKubeconfigs(opts, serverURL, certs); err != nil {
 		ln.Close()
 		return nil, err
 	}

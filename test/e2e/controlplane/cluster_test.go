@@ -50,22 +50,25 @@ func testLogger() *slog.Logger {
 }
 
 // startCluster starts the API server and etcd, then the scheduler and every controller with lab
-// timings; all stop at test cleanup.
+// timings, each under its own identity (system:kube-scheduler, system:kube-controller-manager) as the
+// server process runs them, so every controller works with the bootstrap RBAC policy's roles; all stop
+// at test cleanup.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	s := apiserver.Start(t, apiserver.Options{DefaultTolerationSeconds: labTolerationSec})
+	cm := s.ControllerManagerClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := scheduler.Run(ctx, s.Client, scheduler.Options{Logger: testLogger(), RetryInterval: 5 * time.Second}); err != nil {
+		if err := scheduler.Run(ctx, s.SchedulerClient(t), scheduler.Options{Logger: testLogger(), RetryInterval: 5 * time.Second}); err != nil {
 			t.Errorf("scheduler: %v", err)
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		err := controllers.Run(ctx, s.Client, controllers.Options{
+		err := controllers.Run(ctx, cm, controllers.Options{
 			Logger:                 testLogger(),
 			ClusterCIDR:            "10.244.0.0/16",
 			NodeMonitorGracePeriod: labGrace,

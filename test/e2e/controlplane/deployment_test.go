@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 func demoDeployment(name string, replicas int32, image string) *appsv1.Deployment {
@@ -214,11 +215,16 @@ func TestSchedulerAgainstAPIServer(t *testing.T) {
 
 	// Cordon every node but small-a: a small pod goes there.
 	for _, name := range []string{"small-b", "gpu", "large"} {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		must(t, err)
-		n.Spec.Unschedulable = true
-		_, err = c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		must(t, err)
+		// the fake agent and the node controllers write the Node too: retry on conflict
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Unschedulable = true
+			_, err = c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}))
 	}
 	small := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "default"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo:v1"}}}}

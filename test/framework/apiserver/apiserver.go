@@ -108,16 +108,18 @@ func Start(t testing.TB, opts Options) *Server {
 func (s *Server) start() error {
 	paths := nodekitserver.Config{DataDir: s.DataDir}.Paths()
 	srv, err := server.New(server.Options{
-		PKIDir:                   paths.PKIDir,
-		AdminKubeconfig:          paths.AdminKubeconfig,
-		BindAddress:              "127.0.0.1",
-		Port:                     s.port,
-		ServiceCIDR:              s.opts.ServiceCIDR,
-		NodePortRange:            s.opts.NodePortRange,
-		TokenFile:                s.opts.TokenFile,
-		DefaultTolerationSeconds: s.opts.DefaultTolerationSeconds,
-		EtcdEndpoints:            s.EtcdEndpoints,
-		ShutdownTimeout:          2 * time.Second,
+		PKIDir:                      paths.PKIDir,
+		AdminKubeconfig:             paths.AdminKubeconfig,
+		SchedulerKubeconfig:         paths.SchedulerKubeconfig,
+		ControllerManagerKubeconfig: paths.ControllerManagerKubeconfig,
+		BindAddress:                 "127.0.0.1",
+		Port:                        s.port,
+		ServiceCIDR:                 s.opts.ServiceCIDR,
+		NodePortRange:               s.opts.NodePortRange,
+		TokenFile:                   s.opts.TokenFile,
+		DefaultTolerationSeconds:    s.opts.DefaultTolerationSeconds,
+		EtcdEndpoints:               s.EtcdEndpoints,
+		ShutdownTimeout:             2 * time.Second,
 	})
 	if err != nil {
 		return err
@@ -231,6 +233,45 @@ func (s *Server) NodeKubeconfig(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// UserConfig returns a client config authenticating as user (CN=user, O=groups), signed by the cluster
+// CA: a user RBAC decides for.
+func (s *Server) UserConfig(t testing.TB, user string, groups ...string) *rest.Config {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(nodekitserver.Config{DataDir: s.DataDir}.Paths().PKIDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(pki.Spec{CommonName: user, Organization: groups, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(s.Config)
+	cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = kp.CertPEM, kp.KeyPEM
+	return cfg
+}
+
+// SchedulerClient and ControllerManagerClient are clientsets over the kubeconfigs the API server
+// wrote for the scheduler (system:kube-scheduler) and the controller manager
+// (system:kube-controller-manager), as the server process runs them.
+func (s *Server) SchedulerClient(t testing.TB) *kubernetes.Clientset {
+	return s.kubeconfigClient(t, nodekitserver.Config{DataDir: s.DataDir}.Paths().SchedulerKubeconfig)
+}
+
+// ControllerManagerClient: see SchedulerClient.
+func (s *Server) ControllerManagerClient(t testing.TB) *kubernetes.Clientset {
+	return s.kubeconfigClient(t, nodekitserver.Config{DataDir: s.DataDir}.Paths().ControllerManagerKubeconfig)
+}
+
+func (s *Server) kubeconfigClient(t testing.TB, path string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return kubernetes.NewForConfigOrDie(cfg)
 }
 
 // Etcd returns an etcd client for the embedded store; it is closed by t.Cleanup.
