@@ -25,7 +25,7 @@ LDFLAGS := $(foreach v,version.Version=$(VERSION) version.GitCommit=$(GIT_COMMIT
 	$(foreach v,gitVersion=$(VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) gitCommit=$(GIT_COMMIT) gitTreeState=$(GIT_TREE_STATE) \
 	buildDate=$(BUILD_DATE),-X k8s.io/component-base/version.$(v))
 
-.PHONY: all deps build images test test-containerd2 containerd2 crictl-upstream-flags up bench conformance clean
+.PHONY: all deps build images test test-containerd2 containerd2 crictl-upstream-flags kube-proxy-upstream up bench conformance clean
 
 all: build
 
@@ -64,6 +64,11 @@ crictl-upstream-flags:
 	@[ -x $(CRICTL_UPSTREAM_DIR)/bin/crictl ] || GOBIN=$(abspath $(CRICTL_UPSTREAM_DIR))/bin nice -n 10 \
 		$(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_UPSTREAM_VERSION)
 	CRICTL_VERSION=$(CRICTL_UPSTREAM_VERSION) hack/crictl-upstream-flags.sh $(CRICTL_UPSTREAM_DIR)/bin/crictl > crictl/testdata/upstream-flags.txt
+
+# Upstream kube-proxy v1.37.2, built from the module proxy in a throwaway module outside the repo, for the
+# side-by-side proxy benchmark (bench/proxy TestCompareUpstream, docs/proxy.md).
+kube-proxy-upstream:
+	hack/kube-proxy-upstream.sh
 
 # One command to a running single-node cluster with the demo: the server and the agent (kubelet and proxy) under `nodekit up`
 # (Ctrl-C stops it, a rerun resumes; `bin/nodekit down --purge` removes everything). UP_FLAGS adds flags.

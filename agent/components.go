@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 
+	cnitypes "github.com/containernetworking/cni/pkg/types"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
 	cniinstall "github.com/nodekit/nodekit/cni/install"
 	"github.com/nodekit/nodekit/cni/netconf"
+	cninetwork "github.com/nodekit/nodekit/cni/network"
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
@@ -37,6 +39,17 @@ func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
 		if rcfg.CNIBinDirs, err = installCNIPlugin(a.paths.CNIBin); err != nil {
 			return nil, err
 		}
+		a.managed = true
+	}
+	// The network the runtime loads, for the agent's CNI STATUS and GC: the managed containerd's plugin
+	// dirs, an external runtime's when --cni-bin-dir names them, else where nodekit-cni would be.
+	a.network = cninetwork.Network{ConfDir: filepath.Dir(a.paths.Conflist), BinDirs: rcfg.CNIBinDirs, CacheDir: a.paths.CNICache}
+	a.checkNetwork = a.managed || a.cfg.CNIBinDir != ""
+	switch {
+	case !a.managed && a.cfg.CNIBinDir != "":
+		a.network.BinDirs = []string{a.cfg.CNIBinDir}
+	case !a.managed:
+		a.network.BinDirs = cniBinDirs(a.paths.CNIBin)
 	}
 	sup, err := containerd.New(ctx, rcfg)
 	if err != nil {
@@ -93,6 +106,7 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		ImageGC: gcPolicy, SandboxImages: []string{bundled.Pause}, EvictionThresholds: thresholds,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		EvictionMaxPodGracePeriod:        int64(kc.EvictionMaxPodGracePeriod),
+		NetworkGC:                        a.networkGC,
 	}
 	if a.cfg.TuneKubelet != nil {
 		a.cfg.TuneKubelet(&cfg)
@@ -120,8 +134,20 @@ func (a *agent) newNodeStatus(ctx context.Context, pressure nodestatus.Pressure)
 	if err != nil {
 		return nil, err
 	}
+	var networkStatus func(context.Context) error
+	if a.checkNetwork {
+		// containerd 1.x reports NetworkReady from the config's presence alone; where the agent does not
+		// know an external runtime's plugin dir, CRI Status alone decides.
+		networkStatus = func(ctx context.Context) error {
+			if err := a.network.Status(ctx); err != nil && !errors.Is(err, cninetwork.ErrNoConfig) {
+				return err
+			}
+			return nil
+		}
+	}
 	return nodestatus.New(nodestatus.Config{
-		NodeName: a.nodeName, Client: a.client, Runtime: a.rt.Runtime(), Images: a.rt.Image(), NodeIP: a.nodeIP,
+		NetworkStatus: networkStatus,
+		NodeName:      a.nodeName, Client: a.client, Runtime: a.rt.Runtime(), Images: a.rt.Image(), NodeIP: a.nodeIP,
 		Labels: a.labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
 		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
 		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds, Pressure: pressure,
@@ -184,11 +210,26 @@ func installCNIPlugin(binDir string) ([]string, error) {
 	} else {
 		slog.Warn("nodekit-cni not found next to the nodekit executable; pods need a CNI plugin in the bin dir", "looked_for", src, "bin_dir", binDir)
 	}
+	return cniBinDirs(binDir), nil
+}
+
+// cniBinDirs is binDir, then those of containerd.DefaultCNIBinDirs that exist.
+func cniBinDirs(binDir string) []string {
 	dirs := []string{binDir}
 	for _, d := range containerd.DefaultCNIBinDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() && d != binDir {
 			dirs = append(dirs, d)
 		}
 	}
-	return dirs, nil
+	return dirs
+}
+
+// networkGC is the kubelet's NetworkGC: CNI GC of the pod network with every sandbox the runtime lists
+// as a valid attachment on eth0 (the interface CRI runtimes give a pod's network).
+func (a *agent) networkGC(ctx context.Context, sandboxIDs []string) error {
+	valid := make([]cnitypes.GCAttachment, len(sandboxIDs))
+	for i, id := range sandboxIDs {
+		valid[i] = cnitypes.GCAttachment{ContainerID: id, IfName: "eth0"}
+	}
+	return a.network.GC(ctx, valid)
 }

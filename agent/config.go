@@ -31,13 +31,15 @@ const (
 	DefaultClusterCIDR = podnet.DefaultClusterCIDR
 	// DefaultCNIConfDir is where the agent writes its conflist (the directory containerd's CRI reads).
 	DefaultCNIConfDir = "/etc/cni/net.d"
-	// DefaultProxyMetricsAddr is the service proxy's /healthz and /metrics address (kube-proxy's).
+	// DefaultProxyMetricsAddr is the service proxy's /metrics address (kube-proxy's).
 	DefaultProxyMetricsAddr = "127.0.0.1:10249"
 	// DefaultGoMemoryLimit is --go-memory-limit's default: none. BenchmarkAgentMemory's figures
 	// (docs/performance.md) show no resident memory gained at 110 pods with 40Mi, while a limit near the
 	// live heap makes the collector run continuously in bursts (image import, a node fill, thousands of
 	// Services in the proxy); operators of small nodes set one.
 	DefaultGoMemoryLimit = ""
+	// DefaultProxyHealthzAddr is the service proxy's /healthz and /livez address (kube-proxy's).
+	DefaultProxyHealthzAddr = "0.0.0.0:10256"
 )
 
 // Command is the nodekit subcommand that runs the agent (Args' first element).
@@ -63,7 +65,9 @@ type Config struct {
 	// RootDir is the kubelet's state directory (--root-dir); empty: Paths().KubeletRoot.
 	RootDir string
 	// CNIBinDir is where nodekit-cni is installed for the managed containerd (--cni-bin-dir); empty:
-	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it.
+	// Paths().CNIBin. containerd.DefaultCNIBinDirs are searched after it. With an external runtime
+	// (ContainerRuntimeEndpoint) it names that runtime's CNI plugin dir: the agent then checks the
+	// network's plugins there (CNI STATUS, in the node's Ready condition) and runs CNI GC with them.
 	CNIBinDir string
 	// CNIConfDir is where the conflist is written once the Node has a podCIDR (--cni-conf-dir).
 	CNIConfDir string
@@ -80,13 +84,16 @@ type Config struct {
 	DisableProxy bool
 	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
 	ProxyMode proxy.Mode
-	// ProxyMetricsAddr is the proxy's /healthz and /metrics host:port (--proxy-metrics-bind-address);
+	// ProxyMetricsAddr is the proxy's /metrics and /debug/services host:port (--proxy-metrics-bind-address);
 	// empty disables them.
 	ProxyMetricsAddr string
 	// GoMemoryLimit is the Go runtime's soft memory limit Run sets (--go-memory-limit, a quantity:
 	// runtime/debug.SetMemoryLimit) unless $GOMEMLIMIT is set; "0" or empty sets none. It is process-wide:
 	// in-process callers that host more than the agent (tests) leave it empty.
 	GoMemoryLimit string
+	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
+	// disables them.
+	ProxyHealthzAddr string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -103,6 +110,10 @@ type Config struct {
 	// TuneKubelet, when set, adjusts the in-process kubelet's settings that have no flag (periods and
 	// back-offs shortened by tests) before it is built.
 	TuneKubelet func(*kubelet.Config) `json:"-"`
+	// TuneProxy, when set, adjusts the service proxy's settings that have no agent flag (sync periods, the
+	// network namespace its rules go to: tests run a node's proxy in a namespace of their own) before it
+	// is built.
+	TuneProxy func(*proxy.Config) `json:"-"`
 	// OnKubelet, when set, is called with the kubelet once it is built, before it runs.
 	OnKubelet func(*kubelet.Kubelet) `json:"-"`
 	// ProxyNetNS, when set, is the network namespace the service proxy writes its rules in (benchmarks
@@ -120,6 +131,7 @@ func Default() Config {
 		ProxyMode:        proxy.ModeIPTables,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
 		GoMemoryLimit:    DefaultGoMemoryLimit,
+		ProxyHealthzAddr: DefaultProxyHealthzAddr,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }
@@ -134,8 +146,9 @@ type Paths struct {
 	// Images holds the image archives imported at start (ImagesDir, default <DataDir>/images).
 	Images string
 	// CNI is nodekit-cni's IPAM store (<DataDir>/cni); CNIBin the plugin's install directory
-	// (CNIBinDir, default <DataDir>/cni/bin).
-	CNI, CNIBin string
+	// (CNIBinDir, default <DataDir>/cni/bin); CNICache libcni's cache for the agent's own CNI calls
+	// (STATUS and GC, <DataDir>/cni/cache).
+	CNI, CNIBin, CNICache string
 	// Conflist is the conflist the agent writes (<CNIConfDir>/10-nodekit.conflist).
 	Conflist string
 	// KubeletRoot is the kubelet's state (RootDir, default <DataDir>/kubelet); KubeletPKI the kubelet
@@ -159,6 +172,7 @@ func (c Config) Paths() Paths {
 		Images:      or(c.ImagesDir, filepath.Join(c.DataDir, "images")),
 		CNI:         filepath.Join(c.DataDir, "cni"),
 		CNIBin:      or(c.CNIBinDir, filepath.Join(c.DataDir, "cni", "bin")),
+		CNICache:    filepath.Join(c.DataDir, "cni", "cache"),
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 	}

@@ -31,6 +31,7 @@ const (
 	FlagProxyMode        = "proxy-mode"
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
 	FlagGoMemoryLimit    = "go-memory-limit"
+	FlagProxyHealthzAddr = "proxy-healthz-bind-address"
 )
 
 // Flags is a Config bound to a flag set by BindFlags.
@@ -50,7 +51,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.NodeIP, FlagNodeIP, c.NodeIP, "InternalIP of the node (default: the address of the default-route interface)")
 	fs.Var(labelsValue{&c.NodeLabels}, FlagNodeLabels, "labels added at registration: key=value,...")
 	fs.StringVar(&c.RootDir, FlagRootDir, c.RootDir, "kubelet state directory (default <data-dir>/kubelet)")
-	fs.StringVar(&c.CNIBinDir, FlagCNIBinDir, c.CNIBinDir, "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too)")
+	fs.StringVar(&c.CNIBinDir, FlagCNIBinDir, c.CNIBinDir, "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too); with --container-runtime-endpoint, that runtime's CNI plugin dir, which the agent then checks for the node's Ready condition")
 	fs.StringVar(&c.CNIConfDir, FlagCNIConfDir, c.CNIConfDir, "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&c.ClusterCIDR, FlagClusterCIDR, c.ClusterCIDR, "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&c.ImagesDir, FlagImagesDir, c.ImagesDir, "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")
@@ -59,7 +60,8 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.CAHash, FlagCAHash, c.CAHash, "sha256:<hex> of the cluster CA's public key (printed by 'nodekit token create'; default $NODEKIT_CA_HASH); required with --token")
 	fs.BoolVar(&c.DisableProxy, FlagDisableProxy, c.DisableProxy, "do not run the service proxy (when another kube-proxy serves this node)")
 	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables, ipvs or nftables")
-	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /healthz and /metrics; empty disables")
+	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /metrics and /debug/services; empty disables")
+	fs.StringVar(&c.ProxyHealthzAddr, FlagProxyHealthzAddr, c.ProxyHealthzAddr, "host:port of the proxy's /healthz and /livez (kube-proxy's --healthz-bind-address); empty disables")
 	fs.StringVar(&c.GoMemoryLimit, FlagGoMemoryLimit, c.GoMemoryLimit, "the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit; a quantity such as 64Mi): "+
 		"the garbage collector runs harder near it instead of letting the heap double; empty or 0: none; $GOMEMLIMIT, when set, wins")
 	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}

@@ -23,6 +23,8 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	cninetwork "github.com/nodekit/nodekit/cni/network"
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
@@ -51,6 +53,11 @@ type agent struct {
 	recorder record.EventRecorder
 	// memoryLimit is GoMemoryLimit in bytes (0: none).
 	memoryLimit int64
+	// network is the pod network's CNI configuration and plugins, for the agent's own STATUS and GC.
+	network cninetwork.Network
+	// managed is true when the agent runs its own containerd; checkNetwork when the agent knows the
+	// runtime's plugin dirs (managed, or --cni-bin-dir given) and checks the network's CNI STATUS.
+	managed, checkNetwork bool
 }
 
 // Run runs the node agent with cfg until ctx ends, then stops it and returns nil: it joins the cluster
@@ -221,11 +228,11 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if err != nil {
 		return err
 	}
-	srv, err := a.newServer(kl, m)
+	px, err := a.newProxy()
 	if err != nil {
 		return err
 	}
-	px, err := a.newProxy()
+	srv, err := a.newServer(kl, m, px)
 	if err != nil {
 		return err
 	}
@@ -282,16 +289,22 @@ func (a *agent) newProxy() (*proxy.Proxier, error) {
 		slog.Info("service proxy disabled (--"+FlagDisableProxy+")", "node", a.nodeName)
 		return nil, nil
 	}
-	px, err := proxy.New(proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
-		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS})
+	pc := proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
+		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS,
+		HealthzAddr: a.cfg.ProxyHealthzAddr}
+	if a.cfg.TuneProxy != nil {
+		a.cfg.TuneProxy(&pc)
+	}
+	px, err := proxy.New(pc)
 	if err != nil {
 		return nil, fmt.Errorf("service proxy: %w", err)
 	}
 	return px, nil
 }
 
-// newServer makes the kubelet server (:10250) over kl.
-func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Server, error) {
+// newServer makes the kubelet server (:10250) over kl; it serves px's status (proxystatus), or
+// Disabled when the node runs no proxy.
+func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier) (*server.Server, error) {
 	kc := &a.cfg.Kubelet
 	clientCA, err := loadClientCA(kc.Authentication.X509.ClientCAFile, a.rest)
 	if err != nil {
@@ -317,5 +330,14 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics) (*server.Serv
 		Authenticator: authn, Authorizer: authz,
 		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
 		Metrics: m, EnableProfiling: kc.EnableProfilingHandler != nil && *kc.EnableProfilingHandler,
+		ProxyStatus: proxyStatus(a.nodeName, px),
 	})
+}
+
+// proxyStatus is what the kubelet server publishes about the node's proxy px (nil: disabled).
+func proxyStatus(node string, px *proxy.Proxier) func() proxystatus.Status {
+	if px == nil {
+		return func() proxystatus.Status { return proxystatus.Status{Node: node, Disabled: true} }
+	}
+	return px.Status
 }

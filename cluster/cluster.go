@@ -63,8 +63,9 @@ type Config struct {
 	// KubeletAddress and KubeletPort: the kubelet server (default 0.0.0.0:10250).
 	KubeletAddress string
 	KubeletPort    int
-	// ProxyMetricsAddr is the agent's service proxy's /healthz and /metrics address (default 127.0.0.1:10249).
-	ProxyMetricsAddr string
+	// ProxyMetricsAddr is the agent's service proxy's /metrics address (default 127.0.0.1:10249);
+	// ProxyHealthzAddr its /healthz and /livez address (default 0.0.0.0:10256).
+	ProxyMetricsAddr, ProxyHealthzAddr string
 	// ImagesDir holds the bundled image archives the agent imports (default <DataDir>/images).
 	ImagesDir string
 	// CNIConfDir is where the agent writes its conflist (default /etc/cni/net.d).
@@ -141,6 +142,7 @@ func (c *Config) complete() error {
 	ad := agent.Default()
 	def(&c.KubeletAddress, ad.Kubelet.Address)
 	def(&c.ProxyMetricsAddr, ad.ProxyMetricsAddr)
+	def(&c.ProxyHealthzAddr, ad.ProxyHealthzAddr)
 	def(&c.ImagesDir, agent.Config{DataDir: c.DataDir}.Paths().Images)
 	def(&c.CNIConfDir, ad.CNIConfDir)
 	def(&c.PodLogsDir, ad.Kubelet.PodLogsDir)
@@ -363,6 +365,7 @@ func (c *Cluster) agentConfig(kubeconfig string) agent.Config {
 	a := agent.Default()
 	a.DataDir, a.Kubeconfig, a.NodeName, a.NodeIP = cfg.DataDir, kubeconfig, cfg.NodeName, cfg.NodeIP
 	a.ImagesDir, a.CNIConfDir, a.ClusterCIDR, a.ProxyMetricsAddr = cfg.ImagesDir, cfg.CNIConfDir, cfg.ClusterCIDR, cfg.ProxyMetricsAddr
+	a.ProxyHealthzAddr = cfg.ProxyHealthzAddr
 	a.Kubelet.Address, a.Kubelet.Port, a.Kubelet.PodLogsDir = cfg.KubeletAddress, int32(cfg.KubeletPort), cfg.PodLogsDir
 	return a
 }

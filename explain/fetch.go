@@ -25,12 +25,14 @@ const (
 )
 
 // Explainer fetches the objects an explanation needs through the API (and the kubelet API the API
-// server proxies, for pods/log) and computes the Report. Client is required; LogTimeout bounds the log
-// fetches (0 = DefaultLogTimeout, negative = no logs); Now is the clock (nil = time.Now).
+// server proxies, for pods/log and each node's proxy status) and computes the Report. Client is
+// required; LogTimeout bounds the log fetches (0 = DefaultLogTimeout, negative = no logs); ProxyTimeout
+// the proxy status fetches (0 = DefaultProxyTimeout, negative = none); Now is the clock (nil = time.Now).
 type Explainer struct {
-	Client     kubernetes.Interface
-	LogTimeout time.Duration
-	Now        func() time.Time
+	Client       kubernetes.Interface
+	LogTimeout   time.Duration
+	ProxyTimeout time.Duration
+	Now          func() time.Time
 }
 
 func (e *Explainer) now() time.Time {
@@ -160,7 +162,8 @@ func (e *Explainer) Node(ctx context.Context, name string) (*Report, error) {
 	return &Report{Kind: "Node", Name: name, Steps: NodeTimeline(f), Verdict: NodeVerdict(f)}, nil
 }
 
-// Service explains the Service ns/name: its pods and EndpointSlices.
+// Service explains the Service ns/name: its pods, EndpointSlices and whether each node's proxy has
+// programmed it.
 func (e *Explainer) Service(ctx context.Context, ns, name string) (*Report, error) {
 	s, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -174,6 +177,12 @@ func (e *Explainer) Service(ctx context.Context, ns, name string) (*Report, erro
 	if err != nil {
 		return nil, fmt.Errorf("endpointslices of service %s/%s: %w", ns, name, err)
 	}
-	f := ServiceFacts{Service: s, Pods: pods.Items, Slices: slices.Items, Now: e.now()}
+	f := ServiceFacts{Service: s, Pods: pods.Items, Slices: slices.Items}
+	if proxied(s) {
+		if f.Proxies, err = e.nodeProxies(ctx); err != nil {
+			return nil, fmt.Errorf("proxies of service %s/%s: %w", ns, name, err)
+		}
+	}
+	f.Now = e.now()
 	return &Report{Kind: "Service", Namespace: ns, Name: name, Steps: ServiceTimeline(f), Verdict: ServiceVerdict(f)}, nil
 }

@@ -21,6 +21,7 @@ const (
 	ComponentNode      = "node"      // the node the pod runs on
 	ComponentService   = "service"   // a Service's selector and the pods it matches
 	ComponentEndpoints = "endpoints" // EndpointSlices and their endpoint conditions
+	ComponentProxy     = "proxy"     // each node's service proxy: whether it programmed the Service
 )
 
 // Step is one entry of a timeline. Time is when it happened (zero when the source has no time: then

@@ -13,12 +13,19 @@ import (
 
 // ServiceFacts are the objects a Service's explanation is computed from: the Service (required), the
 // pods of its namespace (all of them: the verdict finds the ones the selector matches, and near misses
-// for a typo), its EndpointSlices (label kubernetes.io/service-name), and Now.
+// for a typo), its EndpointSlices (label kubernetes.io/service-name), what each node's proxy reports
+// (Proxies; none for a headless or ExternalName Service, which no proxy programs), and Now.
 type ServiceFacts struct {
 	Service *v1.Service
 	Pods    []v1.Pod
 	Slices  []discoveryv1.EndpointSlice
+	Proxies []NodeProxy
 	Now     time.Time
+}
+
+// proxied reports whether node proxies program s (it has a ClusterIP).
+func proxied(s *v1.Service) bool {
+	return s.Spec.Type != v1.ServiceTypeExternalName && s.Spec.ClusterIP != "" && s.Spec.ClusterIP != v1.ClusterIPNone
 }
 
 // matching returns the pods the Service's selector matches (none for an empty selector).
@@ -70,6 +77,7 @@ func ServiceTimeline(f ServiceFacts) []Step {
 				Detail: fmt.Sprintf("pod %s ready=%v serving=%v terminating=%v", target, isTrue(ep.Conditions.Ready), isTrue(ep.Conditions.Serving), isTrue(ep.Conditions.Terminating))})
 		}
 	}
+	steps = append(steps, proxySteps(f)...)
 	sortSteps(steps)
 	return steps
 }
@@ -77,6 +85,8 @@ func ServiceTimeline(f ServiceFacts) []Step {
 // ServiceVerdict: a Service with a selector is stuck when it has no ready endpoint; the message says
 // whether the selector matches no pod (with the namespace's values for the selector's keys, to spot a
 // typo), the matching pods are not Ready (with the first one's own verdict), or the EndpointSlices lag.
+// A Service with ready endpoints is stuck when a Ready node's proxy has not programmed its current
+// object and slices (ProxyNotProgrammed, naming the node, its last sync and when the object changed).
 func ServiceVerdict(f ServiceFacts) Verdict {
 	s := f.Service
 	ready := 0
@@ -91,6 +101,9 @@ func ServiceVerdict(f ServiceFacts) Verdict {
 		return Verdict{Step: "ExternalName", Message: "Service aliases " + s.Spec.ExternalName + " (no endpoints)"}
 	}
 	if ready > 0 {
+		if v, stuck := proxyVerdict(f); stuck {
+			return v
+		}
 		return Verdict{Step: "Ready", Message: fmt.Sprintf("Service has %d ready endpoints", ready)}
 	}
 	if len(s.Spec.Selector) == 0 {

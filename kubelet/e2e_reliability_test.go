@@ -280,13 +280,38 @@ func (n *node) netnsOf(id string) string {
 	return netnsFromInfo(st.Info["info"])
 }
 
-// TestSandboxFailuresHealAndLeaveNothing: with the CNI plugins missing, pods fail RunPodSandbox again
-// and again; once the plugins are installed they start (no kubelet restart, no "name is reserved"
-// loop), and afterwards the runtime has exactly one sandbox per pod and no network namespace nobody
-// uses is left.
+// TestSandboxFailuresHealAndLeaveNothing: with the CNI plugins missing, the node is NotReady with a
+// reason naming the missing plugin and pods fail RunPodSandbox again and again; once the plugins are
+// installed the node turns Ready and the pods start (no kubelet restart, no "name is reserved" loop),
+// and afterwards the runtime has exactly one sandbox per pod and no network namespace nobody uses is
+// left.
 func TestSandboxFailuresHealAndLeaveNothing(t *testing.T) {
 	binDir := t.TempDir()
-	n := newNodeWith(t, false, containerd.Options{CNIBinDirs: []string{binDir}})
+	n := newNodeWith(t, true, containerd.Options{CNIBinDirs: []string{binDir}})
+	// The agent is told the runtime's network (--cni-conf-dir, --cni-bin-dir), as for a containerd 1.x
+	// it does not manage: containerd 1.x itself reports NetworkReady=true with the plugins missing.
+	n.cfg.CNIConfDir, n.cfg.CNIBinDir = n.rt.CNIConfDir, binDir
+	n.cfg.Kubelet.NodeStatusUpdateFrequency = metav1.Duration{Duration: time.Second}
+	n.start()
+	nodeReady := func() *v1.NodeCondition {
+		node, err := n.client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
+		if err != nil {
+			return &v1.NodeCondition{Message: err.Error()}
+		}
+		for i := range node.Status.Conditions {
+			if node.Status.Conditions[i].Type == v1.NodeReady {
+				return &node.Status.Conditions[i]
+			}
+		}
+		return &v1.NodeCondition{}
+	}
+	const wantMsg = `container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni: network `
+	await(t, 60*time.Second, "node NotReady naming the missing bridge plugin", func() bool {
+		r := nodeReady()
+		return r.Status == v1.ConditionFalse && r.Reason == "KubeletNotReady" && strings.HasPrefix(r.Message, wantMsg) &&
+			strings.Contains(r.Message, `plugin bridge: failed to find plugin "bridge" in path [`+binDir+`]`)
+	})
+	t.Logf("node Ready condition with the plugins missing: %s", nodeReady().Message)
 	const count = 3
 	var pods []*v1.Pod
 	for i := 0; i < count; i++ {
@@ -341,6 +366,8 @@ func TestSandboxFailuresHealAndLeaveNothing(t *testing.T) {
 		}
 	}
 	installed := time.Now()
+	await(t, 60*time.Second, "node Ready once the plugins are installed", func() bool { return nodeReady().Status == v1.ConditionTrue })
+	t.Logf("node Ready %v after the CNI plugins were installed", time.Since(installed).Round(time.Millisecond))
 	for _, p := range pods {
 		n.waitPod(p.Name, 120*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
 	}

@@ -203,6 +203,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	gc := time.NewTicker(k.cfg.GCPeriod)
 	defer gc.Stop()
 	k.housekeeping(ctx)
+	k.networkGC(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,6 +222,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			if err := k.runtime.GarbageCollect(ctx, k.isActive); err != nil && ctx.Err() == nil {
 				k.log.Warn("container garbage collection", "err", err)
 			}
+			k.networkGC(ctx)
 		}
 	}
 }
@@ -232,6 +234,20 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// networkGC runs Config.NetworkGC through the runtime manager (see kuberuntime.Manager.NetworkGC).
+func (k *Kubelet) networkGC(ctx context.Context) {
+	if k.cfg.NetworkGC == nil {
+		return
+	}
+	ran, err := k.runtime.NetworkGC(ctx, k.cfg.NetworkGC)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		k.log.Warn("pod network garbage collection", "err", err)
+	case !ran:
+		k.log.Debug("pod network garbage collection deferred: a sandbox is being created")
+	}
 }
 
 // recorderOrDefault returns Config.Recorder or an event recorder writing through the API client.

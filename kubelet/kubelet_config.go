@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,6 +80,11 @@ type Config struct {
 	HousekeepingPeriod time.Duration
 	// GCPeriod is how often dead containers and sandboxes are garbage-collected (default 1m).
 	GCPeriod time.Duration
+	// NetworkGC (optional) releases the pod network's leftovers (IPs, veths, rules, network namespaces)
+	// of every attachment whose sandbox no longer exists: it gets the ID of every sandbox the runtime
+	// lists (ready or not), taken while no RunPodSandbox of this kubelet is in flight, so a sandbox
+	// being made is never collected. Called at start and every GCPeriod; nil: never.
+	NetworkGC func(ctx context.Context, sandboxIDs []string) error
 	// MaxPerPodContainer is how many dead instances of each container are kept for lastState (default 1).
 	MaxPerPodContainer int
 

@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"sync"
@@ -17,12 +19,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/proxy/internal/testns"
 	"github.com/nodekit/nodekit/proxy/ipvs"
 	"github.com/nodekit/nodekit/proxy/nftables"
+	"github.com/nodekit/nodekit/proxy/state"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -144,7 +148,8 @@ func programmed(t *testing.T, node ns.NetNS, mode Mode) (listing, toEndpoint, re
 
 // TestBadServicesDoNotBreakOthers: Services the API server would normally refuse (port 0, an unknown
 // protocol) and one whose targetPort name no endpoint has are reported by name in the log and in
-// nodekit_proxy_service_problems, while the good Service next to them is programmed.
+// nodekit_proxy_service_problems, while the good Service next to them is programmed; kube-proxy's metrics,
+// /healthz and /livez on their own port, and /debug/services report the sync.
 func TestBadServicesDoNotBreakOthers(t *testing.T) { eachMode(t, testBadServicesDoNotBreakOthers) }
 
 func testBadServicesDoNotBreakOthers(t *testing.T, mode Mode) {
@@ -164,7 +169,7 @@ func testBadServicesDoNotBreakOthers(t *testing.T, mode Mode) {
 	}
 	var logs syncBuffer
 	p := start(t, Config{Client: client, Mode: mode, NodeName: "n1", NetNS: node, MinSyncPeriod: 10 * time.Millisecond,
-		MetricsAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		MetricsAddr: "127.0.0.1:0", HealthzAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	waitFor(t, "first sync", func() bool { return p.Applied() != nil })
 
 	saved, toEndpoint, rejected := programmed(t, node, mode)
@@ -174,6 +179,12 @@ func testBadServicesDoNotBreakOthers(t *testing.T, mode Mode) {
 	if rejected != "" && !strings.Contains(saved, rejected) {
 		t.Errorf("unresolved Service not rejected:\n%s", saved)
 	}
+	// Informer handlers run after the caches report synced: wait until every creation is counted.
+	waitFor(t, "changes counted", func() bool {
+		_, m := get(t, "http://"+p.Addr()+"/metrics")
+		return strings.Contains(m, "kubeproxy_sync_proxy_rules_service_changes_total 4") &&
+			strings.Contains(m, "kubeproxy_sync_proxy_rules_endpoint_changes_total 2")
+	})
 	_, metrics := get(t, "http://"+p.Addr()+"/metrics")
 	for _, svc := range []string{"default/bad-port", "default/bad-proto", "default/unresolved"} {
 		if !strings.Contains(metrics, fmt.Sprintf(`nodekit_proxy_service_problems{port="p",service=%q} 1`, svc)) {
@@ -186,18 +197,63 @@ func testBadServicesDoNotBreakOthers(t *testing.T, mode Mode) {
 	if strings.Contains(metrics, `service="default/good"`) {
 		t.Errorf("good Service reported as a problem")
 	}
-	rulesKind := `nodekit_proxy_rules{kind="nat"}`
-	if mode == ModeNFTables {
-		rulesKind = `nodekit_proxy_rules{kind="rules"}`
-	}
-	for _, m := range []string{"nodekit_proxy_sync_duration_seconds_count", rulesKind, "nodekit_proxy_last_sync_timestamp_seconds"} {
+	rulesKind := map[Mode]string{ModeIPTables: `kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}`,
+		ModeIPVS: `nodekit_proxy_objects{kind="virtual_servers"}`, ModeNFTables: `nodekit_proxy_objects{kind="rules"}`}[mode]
+	for _, m := range []string{`kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"} 1`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_service_changes_total 4`, `kubeproxy_sync_proxy_rules_endpoint_changes_total 2`,
+		`kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}`, rulesKind} {
 		if !strings.Contains(metrics, m) {
-			t.Errorf("metrics lack %s", m)
+			t.Errorf("metrics lack %s:\n%s", m, metrics)
 		}
 	}
-	code, body := get(t, "http://"+p.Addr()+"/healthz")
-	if code != http.StatusOK || !strings.Contains(body, `"healthy":true`) || !strings.Contains(body, `"lastSync":"20`) {
-		t.Errorf("healthz = %d %s", code, body)
+	if strings.Contains(metrics, "nodekit_proxy_sync") {
+		t.Errorf("metrics still have nodekit_proxy_sync_* names")
+	}
+	// healthz and livez on their own port, with kube-proxy's body; not on the metrics port.
+	for _, path := range []string{"/healthz", "/livez"} {
+		code, body := get(t, "http://"+p.HealthzAddr()+path)
+		var h struct {
+			LastUpdated, CurrentTime time.Time
+			Healthy                  bool
+		}
+		if err := json.Unmarshal([]byte(body), &h); code != http.StatusOK || err != nil || !h.Healthy ||
+			h.CurrentTime.IsZero() || h.LastUpdated.Sub(h.CurrentTime).Abs() > time.Second {
+			t.Errorf("%s = %d %s (%v); want 200 with lastUpdated = currentTime", path, code, body, err)
+		}
+		if code, _ := get(t, "http://"+p.Addr()+path); code != http.StatusNotFound {
+			t.Errorf("metrics port answers %s with %d; want 404", path, code)
+		}
+	}
+	// /debug/services lists what the last sync programmed.
+	_, body := get(t, "http://"+p.Addr()+"/debug/services?service=default/good")
+	var synced SyncedServices
+	if err := json.Unmarshal([]byte(body), &synced); err != nil || synced.LastSync.IsZero() || len(synced.Ports) != 1 ||
+		synced.Ports[0].ClusterIP != "10.96.0.5" || synced.Ports[0].Endpoints != 1 {
+		t.Errorf("/debug/services?service=default/good = %s (%v); want one port, 10.96.0.5, 1 endpoint", body, err)
+	}
+}
+
+// TestHealthzUnhealthyWhenChangesWait: a change that has waited longer than two sync periods makes /healthz
+// and /livez answer 503 with the last sync time, as kube-proxy.
+func TestHealthzUnhealthyWhenChangesWait(t *testing.T) {
+	p, err := New(Config{Client: fake.NewClientset(), NodeName: "n1", MinSyncPeriod: time.Millisecond, SyncPeriod: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := time.Now().Add(-time.Minute)
+	p.lastSync = synced
+	p.changed(false, &v1.Service{})
+	p.oldestPending = time.Now().Add(-time.Second) // waited 100 sync periods
+	for _, path := range []string{"/healthz", "/livez"} {
+		rec := httptest.NewRecorder()
+		p.healthzMux().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		var h proxyHealth
+		if err := json.Unmarshal(rec.Body.Bytes(), &h); rec.Code != http.StatusServiceUnavailable || err != nil || h.Healthy ||
+			!h.LastUpdated.Equal(synced) {
+			t.Errorf("%s = %d %s; want 503 with lastUpdated %s", path, rec.Code, rec.Body, synced)
+		}
 	}
 }
 
@@ -220,7 +276,7 @@ func testBurstIsCoalesced(t *testing.T, mode Mode) {
 	_, metrics := get(t, "http://"+p.Addr()+"/metrics")
 	var count int
 	for _, l := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(l, "nodekit_proxy_sync_duration_seconds_count ") {
+		if strings.HasPrefix(l, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} `) {
 			fmt.Sscan(strings.Fields(l)[1], &count)
 		}
 	}
@@ -255,5 +311,25 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want error containing %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestProgrammedServices: the status lists each Service of a sync with its and its slices'
+// resourceVersions (headless slices were dropped before), and the problems that skipped its ports.
+func TestProgrammedServices(t *testing.T) {
+	svc := func(ns, name, rv string) *v1.Service {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	}
+	sl := func(ns, name, svc, rv string) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv,
+			Labels: map[string]string{discovery.LabelServiceName: svc}}}
+	}
+	got := programmedServices([]*v1.Service{svc("b", "web", "7"), svc("a", "db", "3")},
+		[]*discovery.EndpointSlice{sl("b", "web-1", "web", "8"), sl("b", "web-2", "web", "9"), sl("a", "orphan-1", "orphan", "4")},
+		[]state.Problem{{Service: types.NamespacedName{Namespace: "a", Name: "db"}, Port: "x", Reason: "bad protocol"}})
+	if len(got) != 2 || got[0].Name != "db" || got[0].ResourceVersion != "3" || len(got[0].EndpointSlices) != 0 ||
+		len(got[0].Problems) != 1 || got[0].Problems[0] != "x: bad protocol" ||
+		got[1].Name != "web" || got[1].EndpointSlices["web-1"] != "8" || got[1].EndpointSlices["web-2"] != "9" {
+		t.Fatalf("programmedServices = %+v", got)
 	}
 }

@@ -19,8 +19,11 @@ import (
 // Run runs the server until ctx ends: etcd (the embedded member in Paths().EtcdDir, unless
 // Etcd.Servers names external ones), then the API server (PKI and admin kubeconfig on first start),
 // then the scheduler and the controller manager as ordinary API clients. It calls c.Ready once the
-// API server answers /readyz and returns when the API server has shut down. A control loop that
-// exits with an error is logged; the API server keeps serving.
+// API server answers /readyz (which checks the scheduler and the controller manager as
+// /readyz/scheduler and /readyz/controller-manager) and returns when the API server has shut down. If
+// the scheduler or the controller manager stops (returns or panics) while the server runs, Run logs it,
+// shuts the API server down and returns an error naming it, so `nodekit server` exits non-zero and its
+// supervisor (systemd, `nodekit up`) restarts the whole server.
 func Run(ctx context.Context, c Config) error {
 	if c.DataDir == "" {
 		return errors.New("server: DataDir is required")
@@ -49,8 +52,20 @@ func Run(ctx context.Context, c Config) error {
 	co := c.Controllers
 	// csrsigning signs node client certificates (token joins) with the cluster CA the API server trusts.
 	co.ClusterSigner = api.CA
-	if err := startControlLoops(ctx, p.SchedulerKubeconfig, p.ControllerManagerKubeconfig, c.Scheduler, co); err != nil {
+	loops, err := controlLoops(p.SchedulerKubeconfig, p.ControllerManagerKubeconfig, c.Scheduler, co)
+	if err != nil {
 		return err
+	}
+	for _, l := range loops {
+		if err := api.AddReadyzChecks(l.check()); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan error, len(loops))
+	for _, l := range loops {
+		l.start(ctx, stopped)
 	}
 	if c.Ready != nil {
 		go func() {
@@ -59,33 +74,36 @@ func Run(ctx context.Context, c Config) error {
 			}
 		}()
 	}
-	return api.Run(ctx)
+	served := make(chan error, 1)
+	go func() { served <- api.Run(ctx) }()
+	select {
+	case err := <-served:
+		return err
+	case err := <-stopped:
+		slog.Error("control loop stopped; shutting the server down so that its supervisor restarts it", "err", err)
+		cancel()
+		<-served
+		return fmt.Errorf("server: %w", err)
+	}
 }
 
-// startControlLoops starts the scheduler and the controller manager, each with its own kubeconfig
+// controlLoops returns the scheduler and the controller manager, each with its own kubeconfig
 // (identity system:kube-scheduler or system:kube-controller-manager, which the bootstrap RBAC policy
 // grants their roles): they reach etcd only through the API server, and their informers retry until it
 // serves and authorizes them.
-func startControlLoops(ctx context.Context, schedulerKubeconfig, controllersKubeconfig string, so scheduler.Options, co controllers.Options) error {
+func controlLoops(schedulerKubeconfig, controllersKubeconfig string, so scheduler.Options, co controllers.Options) ([]*loop, error) {
 	schedClient, err := clientFor(schedulerKubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	client, err := clientFor(controllersKubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	go func() {
-		if err := scheduler.Run(ctx, schedClient, so); err != nil && ctx.Err() == nil {
-			slog.Error("scheduler stopped", "err", err)
-		}
-	}()
-	go func() {
-		if err := controllers.Run(ctx, client, co); err != nil && ctx.Err() == nil {
-			slog.Error("controller manager stopped", "err", err)
-		}
-	}()
-	return nil
+	return []*loop{
+		{name: SchedulerLoop, run: func(ctx context.Context) error { return scheduler.Run(ctx, schedClient, so) }},
+		{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }},
+	}, nil
 }
 
 // clientFor returns a client for a control loop's kubeconfig.

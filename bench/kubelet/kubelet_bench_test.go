@@ -106,7 +106,7 @@ func start(b *testing.B, withProxy bool) *setup {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = testutils.UnmountNS(proxyNS) }) // after the child stopped (cleanups run last first)
-		cfg.DisableProxy, cfg.ProxyMetricsAddr = false, "127.0.0.1:0"
+		cfg.DisableProxy, cfg.ProxyMetricsAddr, cfg.ProxyHealthzAddr = false, "127.0.0.1:0", "127.0.0.1:0"
 		env = append(env, proxyNetNSEnv+"="+proxyNS.Path())
 	}
 	// A failed round leaves its pods running and their volumes mounted in the data dir: detach them after

@@ -5,16 +5,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,31 +28,45 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodekit/nodekit/proxy"
-	"github.com/nodekit/nodekit/proxy/state"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
-// TestCompareUpstream runs nodekit's proxy and upstream kube-proxy (iptables mode), each in a network
-// namespace of its own, against one real API server holding N Services × 3 endpoints, and prints both
-// full-sync times and the time each takes to apply one Service change. It needs the upstream binary:
+// TestCompareUpstream runs four proxies one after the other, each as a process of its own in a network
+// namespace of its own, against one real API server holding N Services × 3 endpoints: nodekit's proxy in
+// iptables and nftables mode (`nodekit proxy`, built from this tree) and upstream kube-proxy v1.37.2 in
+// iptables and nftables mode (built outside the repo by `make kube-proxy-upstream`). For each it prints the
+// first sync, a full resync over existing rules (the process restarted), one Service change (p50 of 5) and
+// the process's memory (RSS after the changes, and its peak). It needs the upstream binary:
 //
-//	NODEKIT_UPSTREAM_KUBE_PROXY=/var/cache/nodekit/upstream/kube-proxy NODEKIT_BENCH_SERVICES=1000 \
-//	  go test -run TestCompareUpstream -v -timeout 60m ./bench/proxy/
+//	make kube-proxy-upstream
+//	NODEKIT_BENCH_SERVICES=1000,10000 go test -run TestCompareUpstream -v -timeout 120m ./bench/proxy/
 //
-// kube-proxy's own figure is its "SyncProxyRules complete" elapsed (log level 2); nodekit's is its sync
-// duration (state computation + rules + iptables-restore), the same scope.
+// Every sync time is the proxy's own kubeproxy_sync_proxy_rules_duration_seconds (ip_family IPv4): the
+// histogram's sum grows by the duration of each sync, read every 100 ms from /metrics (both proxies
+// export it under the same name). The scope is the same for both: computing the state, building the rules
+// and writing them to the kernel.
 func TestCompareUpstream(t *testing.T) {
 	bin := os.Getenv("NODEKIT_UPSTREAM_KUBE_PROXY")
 	if bin == "" {
-		t.Skip("NODEKIT_UPSTREAM_KUBE_PROXY is not set to an upstream kube-proxy binary (built outside the repo)")
+		bin = "/var/cache/nodekit/kube-proxy-v1.37.2/bin/kube-proxy"
 	}
-	n := 1000
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("upstream kube-proxy not built (make kube-proxy-upstream, or NODEKIT_UPSTREAM_KUBE_PROXY): %v", err)
+	}
+	sizes := []int{1000}
 	if s := os.Getenv("NODEKIT_BENCH_SERVICES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("NODEKIT_BENCH_SERVICES=%q: %v", s, err)
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				t.Fatalf("NODEKIT_BENCH_SERVICES=%q: %q is not a positive count", s, f)
+			}
+			sizes = append(sizes, n)
 		}
+	}
+	nodekit := filepath.Join(t.TempDir(), "nodekit")
+	if out, err := exec.Command("go", "build", "-o", nodekit, "../../cmd/nodekit").CombinedOutput(); err != nil {
+		t.Fatalf("build nodekit: %v\n%s", err, out)
 	}
 	srv := apiserver.Start(t, apiserver.Options{})
 	ctx := context.Background()
@@ -62,21 +78,299 @@ func TestCompareUpstream(t *testing.T) {
 	if _, err := srv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	load(t, srv.Client, n)
-	t.Logf("created %d Services and EndpointSlices in %s", n, time.Since(start).Round(time.Millisecond))
-
-	nk := runNodekit(t, srv.Client, n)
-	up := runUpstream(t, srv.Client, bin, srv.KubeconfigPath, n)
-	fmt.Printf("\n%d Services × 3 endpoints, same API server, iptables %s\n", n, iptablesVersion())
-	fmt.Printf("%-22s %-14s %-14s\n", "", "full sync", "one change")
-	fmt.Printf("%-22s %-14s %-14s\n", "nodekit", nk[0].Round(time.Millisecond), nk[1].Round(time.Millisecond))
-	fmt.Printf("%-22s %-14s %-14s\n", "kube-proxy v1.37.2", up[0].Round(time.Millisecond), up[1].Round(time.Millisecond))
-	fmt.Printf("%-22s %-14.2f %-14.2f\n", "nodekit / upstream", float64(nk[0])/float64(up[0]), float64(nk[1])/float64(up[1]))
+	proxies := []struct {
+		name string
+		argv func(kubeconfig string) []string
+	}{
+		{"nodekit iptables", nodekitArgs(nodekit, "iptables")},
+		{"nodekit nftables", nodekitArgs(nodekit, "nftables")},
+		{"kube-proxy v1.37.2 iptables", upstreamArgs(bin, "iptables")},
+		{"kube-proxy v1.37.2 nftables", upstreamArgs(bin, "nftables")},
+	}
+	loaded := 0
+	var table []string
+	for _, n := range sizes {
+		start := time.Now()
+		loadRange(t, srv.Client, loaded, n)
+		loaded = max(loaded, n)
+		t.Logf("%d Services and EndpointSlices in the API server (%s to create)", n, time.Since(start).Round(time.Millisecond))
+		for _, p := range proxies {
+			r := measure(t, srv.KubeconfigPath, p.argv, n)
+			line := fmt.Sprintf("| %s | %s | %s | %s | %s | %.0f MiB (peak %.0f MiB) |", fmtCount(n), p.name,
+				fmtDur(r.first), fmtDur(r.resync), fmtDur(r.change), r.rss, r.peak)
+			fmt.Println(line)
+			table = append(table, line)
+		}
+	}
+	fmt.Printf("\nServices × 3 endpoints, same API server, %s, kernel %s\n", iptablesVersion(), kernelRelease())
+	fmt.Println("| Services | proxy | first sync | full resync | one change (p50 of 5) | memory (RSS after the changes) |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	for _, l := range table {
+		fmt.Println(l)
+	}
 }
 
-// load creates n Services with an EndpointSlice of 3 ready endpoints each, 8 writers at a time.
-func load(t *testing.T, c kubernetes.Interface, n int) {
+func nodekitArgs(bin, mode string) func(string) []string {
+	return func(kubeconfig string) []string {
+		return []string{bin, "proxy", "--kubeconfig", kubeconfig, "--proxy-mode", mode, "--hostname-override", "bench-node",
+			"--cluster-cidr", "10.244.0.0/16", "--min-sync-period", "1s", "--sync-period", "1h",
+			"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
+	}
+}
+
+func upstreamArgs(bin, mode string) func(string) []string {
+	return func(kubeconfig string) []string {
+		// Port 0 is refused by kube-proxy's validation; the fixed ports are bound inside its own namespace.
+		return []string{bin, "--kubeconfig", kubeconfig, "--proxy-mode", mode, "--hostname-override", "bench-node",
+			"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0",
+			"--iptables-min-sync-period", "1s", "--iptables-sync-period", "1h",
+			"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256", "--v", "1"}
+	}
+}
+
+// result is one proxy's figures: first sync, full resync after a restart, one change (p50), RSS and peak
+// RSS in MiB.
+type result struct {
+	first, resync, change time.Duration
+	rss, peak             float64
+}
+
+var changeGen = 100
+
+// measure runs argv in a fresh network namespace: its first sync, five changes, then a restart over the
+// rules it wrote.
+func measure(t *testing.T, kubeconfig string, argv func(string) []string, n int) result {
+	netNS, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = netNS.Close(); _ = testutils.UnmountNS(netNS) }()
+	// The proxy runs wholly inside the namespace; it reaches the API server through a loopback relay there.
+	kubeconfig = relayKubeconfig(t, netNS, kubeconfig)
+	var r result
+	p := startProxy(t, netNS, argv(kubeconfig))
+	r.first = p.settle(t, 10*time.Second)
+	var changes []time.Duration
+	for c := 0; c < 5; c++ {
+		changeGen++
+		before := p.count
+		change(t, p.client, (c*7919+n/2)%n, changeGen)
+		d := p.next(t, before)
+		changes = append(changes, d)
+	}
+	slices.Sort(changes)
+	r.change = changes[len(changes)/2]
+	r.rss, r.peak = p.memory(t)
+	p.stop()
+	p2 := startProxy(t, netNS, argv(kubeconfig))
+	r.resync = p2.settle(t, 10*time.Second)
+	p2.stop()
+	return r
+}
+
+// running is one proxy process and its sync histogram as last read.
+type running struct {
+	cmd        *exec.Cmd
+	netNS      ns.NetNS
+	client     kubernetes.Interface
+	sum        float64
+	count      int
+	lastChange time.Time
+	done       chan struct{}
+	log        *strings.Builder
+}
+
+func startProxy(t *testing.T, netNS ns.NetNS, argv []string) *running {
+	cmd := exec.Command("nsenter", append([]string{"--net=" + netNS.Path()}, argv...)...)
+	var log strings.Builder
+	cmd.Stderr = &syncWriter{b: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{cmd: cmd, netNS: netNS, done: make(chan struct{}), log: &log}
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	t.Cleanup(r.stop)
+	r.client = benchClient
+	return r
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() < 1<<20 {
+		w.b.Write(p)
+	}
+	return len(p), nil
+}
+
+func (r *running) stop() {
+	if r.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+}
+
+var syncRE = regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_duration_seconds_(sum|count)\{ip_family="IPv4"\} ([0-9.e+-]+)$`)
+
+// scrape reads the IPv4 sync histogram's sum and count from the proxy's /metrics inside its namespace.
+func (r *running) scrape() (sum float64, count int, ok bool) {
+	// The connection is made on the goroutine inside Do (its socket belongs to the namespace);
+	// http.Transport would dial on a goroutine of its own, in the host's namespace.
+	var body []byte
+	_ = r.netNS.Do(func(ns.NetNS) error {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:10249", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+		req.Close = true
+		if err := req.Write(conn); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		return err
+	})
+	found := 0
+	for _, m := range syncRE.FindAllStringSubmatch(string(body), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "sum" {
+			sum = v
+		} else {
+			count = int(v)
+		}
+		found++
+	}
+	return sum, count, found == 2
+}
+
+// poll reads the histogram and returns the duration of the syncs since the last poll (0 if none).
+func (r *running) poll(t *testing.T) (time.Duration, int) {
+	select {
+	case <-r.done:
+		t.Fatalf("%s exited:\n%s", r.cmd.Args[2], r.log.String())
+	default:
+	}
+	sum, count, ok := r.scrape()
+	if !ok || count == r.count {
+		return 0, 0
+	}
+	d := time.Duration((sum - r.sum) * float64(time.Second))
+	syncs := count - r.count
+	r.sum, r.count = sum, count
+	r.lastChange = time.Now()
+	return d, syncs
+}
+
+// settle waits for the first syncs and returns the longest sync seen until none came for quiet (a proxy
+// may sync with partial caches first; the full one is the longest).
+func (r *running) settle(t *testing.T, quiet time.Duration) time.Duration {
+	var longest time.Duration
+	deadline := time.Now().Add(40 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if d, n := r.poll(t); n > 0 {
+			longest = max(longest, d/time.Duration(n))
+			if n > 1 {
+				longest = max(longest, d) // two syncs in one poll: count them as one, an upper bound
+			}
+		}
+		if r.count > 0 && time.Since(r.lastChange) > quiet {
+			return longest
+		}
+	}
+	t.Fatalf("%s did not settle within 40 minutes", r.cmd.Args[2])
+	return 0
+}
+
+// next waits for the sync after count and returns its duration.
+func (r *running) next(t *testing.T, count int) time.Duration {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if d, n := r.poll(t); n > 0 && r.count > count {
+			// Let a trailing sync (the change's second event) land before the next change.
+			time.Sleep(1500 * time.Millisecond)
+			if d2, n2 := r.poll(t); n2 > 0 {
+				d, n = d+d2, n+n2
+			}
+			return d / time.Duration(n)
+		}
+	}
+	t.Fatalf("%s did not apply a change within 10 minutes", r.cmd.Args[2])
+	return 0
+}
+
+// memory returns the process's resident set and its peak, in MiB (kube-proxy runs as the direct child of
+// nsenter, which execs it).
+func (r *running) memory(t *testing.T) (rss, peak float64) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:") {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			if f[0] == "VmRSS:" {
+				rss = kb / 1024
+			} else {
+				peak = kb / 1024
+			}
+		}
+	}
+	return rss, peak
+}
+
+var benchClient kubernetes.Interface
+
+func fmtCount(n int) string {
+	if n >= 1000 {
+		return fmt.Sprintf("%d,%03d", n/1000, n%1000)
+	}
+	return strconv.Itoa(n)
+}
+
+func fmtDur(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func kernelRelease() string {
+	out, _ := exec.Command("uname", "-r").Output()
+	return strings.TrimSpace(string(out))
+}
+
+// loadRange creates Services from..n-1 with an EndpointSlice of 3 ready endpoints each, 8 writers at a time.
+func loadRange(t *testing.T, c kubernetes.Interface, from, n int) {
+	benchClient = c
+	if from >= n {
+		return
+	}
 	svcs, slices := objects(n)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -99,7 +393,7 @@ func load(t *testing.T, c kubernetes.Interface, n int) {
 			}
 		}()
 	}
-	for i := 0; i < n; i++ {
+	for i := from; i < n; i++ {
 		select {
 		case work <- i:
 		case err := <-errs:
@@ -127,138 +421,6 @@ func change(t *testing.T, c kubernetes.Interface, i, gen int) {
 	if _, err := c.DiscoveryV1().EndpointSlices("bench").Update(context.Background(), next, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-var tookRE = regexp.MustCompile(`took=([0-9.hmsuµn]+)`)
-
-// runNodekit returns nodekit's first full sync with all Services and its sync after one change.
-func runNodekit(t *testing.T, c kubernetes.Interface, n int) [2]time.Duration {
-	netNS, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = netNS.Close(); _ = testutils.UnmountNS(netNS) }()
-	pr, pw := io.Pipe()
-	p, err := proxy.New(proxy.Config{Client: c, NodeName: "bench-node", ClusterCIDR: "10.244.0.0/16", NetNS: netNS,
-		MinSyncPeriod: time.Second, SyncPeriod: time.Hour, Logger: slog.New(slog.NewTextHandler(pw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx); pw.Close() }()
-	syncs := make(chan time.Duration, 100)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := tookRE.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "msg=synced") {
-				d, _ := time.ParseDuration(m[1])
-				syncs <- d
-			}
-		}
-	}()
-	defer func() { cancel(); <-done }()
-	// The API server's own "kubernetes" Service is synced too; wait for all n of the bench namespace.
-	waitUntil(t, "nodekit full sync", func() bool { return benchPorts(p.Applied()) == n })
-	full := <-syncs // the first sync runs after the caches synced: all n Services
-	time.Sleep(3 * time.Second)
-	for len(syncs) > 0 { // the informers' initial events cause one more (no-op) sync
-		<-syncs
-	}
-	change(t, c, n/2, 1)
-	one := <-syncs
-	return [2]time.Duration{full, one}
-}
-
-// benchPorts counts the Service ports of the bench namespace in snap (nil: none synced yet).
-func benchPorts(snap *state.Snapshot) int {
-	if snap == nil {
-		return 0
-	}
-	n := 0
-	for _, sp := range snap.Ports {
-		if sp.Name.Namespace == "bench" {
-			n++
-		}
-	}
-	return n
-}
-
-// tookRE and elapsedRE take Go durations such as 6m32.99s or 845.2ms.
-//
-// elapsedRE matches kube-proxy's IPv4 sync lines (klog puts the logger's ipFamily before the call's
-// elapsed): kube-proxy syncs each IP family on its own, and only IPv4 has the bench's Services.
-var elapsedRE = regexp.MustCompile(`"SyncProxyRules complete".* ipFamily="IPv4".* elapsed="([0-9.hmsuµn]+)"`)
-
-// runUpstream runs kube-proxy in a network namespace and returns its first sync with all Services and its
-// sync after one change, from its log.
-func runUpstream(t *testing.T, c kubernetes.Interface, bin, kubeconfig string, n int) [2]time.Duration {
-	netNS, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = netNS.Close(); _ = testutils.UnmountNS(netNS) }()
-	// kube-proxy runs wholly inside the namespace; it reaches the API server through a loopback relay there.
-	kubeconfig = relayKubeconfig(t, netNS, kubeconfig)
-	ctx, cancel := context.WithCancel(context.Background())
-	// Port 0 is refused by kube-proxy's validation; the fixed ports are bound inside its own namespace.
-	cmd := exec.CommandContext(ctx, "nsenter", "--net="+netNS.Path(), bin,
-		"--kubeconfig", kubeconfig, "--proxy-mode", "iptables", "--hostname-override", "bench-node",
-		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0",
-		"--iptables-min-sync-period", "1s", "--iptables-sync-period", "1h",
-		"--metrics-bind-address", "0.0.0.0:10249", "--healthz-bind-address", "0.0.0.0:10256", "--v", "2")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
-	syncs := make(chan time.Duration, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			l := sc.Text()
-			if strings.HasPrefix(l, "E") || strings.HasPrefix(l, "F") || strings.HasPrefix(l, "Error") {
-				t.Log("kube-proxy:", l) // errors stay visible when it exits early
-			}
-			if m := elapsedRE.FindStringSubmatch(l); m != nil {
-				d, _ := time.ParseDuration(m[1])
-				syncs <- d
-			}
-		}
-		close(syncs)
-	}()
-	// The full sync with all n Services is the first sync after the informers synced; kube-proxy may sync
-	// earlier with partial caches, so take the longest of the first syncs within a quiet period.
-	var full time.Duration
-	deadline := time.After(30 * time.Minute)
-	quiet := time.NewTimer(time.Hour)
-	for {
-		select {
-		case d, ok := <-syncs:
-			if !ok {
-				t.Fatal("kube-proxy exited")
-			}
-			full = max(full, d)
-			quiet.Reset(10 * time.Second)
-			continue
-		case <-quiet.C:
-		case <-deadline:
-			t.Fatal("kube-proxy did not sync within 30 minutes")
-		}
-		break
-	}
-	change(t, c, n/2, 2)
-	select {
-	case one := <-syncs:
-		return [2]time.Duration{full, one}
-	case <-time.After(10 * time.Minute):
-		t.Fatal("kube-proxy did not apply the change")
-	}
-	return [2]time.Duration{}
 }
 
 // relayKubeconfig listens on 127.0.0.1 inside netNS, forwards each connection to the API server of

@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +41,9 @@ func main() {
 	changes := flag.Int("changes", 5, "single-Service changes to time per size (median printed)")
 	flag.IntVar(&batchChains, "batch-chains", 0, "chains per iptables-restore run (0: the proxy's default, -1: one run per sync)")
 	flag.StringVar(&mode, "mode", "iptables", "backend: iptables or nftables")
+	flag.IntVar(&batchMessages, "batch-messages", 0, "netlink messages per nftables transaction (0: the proxy's default)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile (alloc_space) at the end of the run to this file")
 	flag.Parse()
 	if mode != "iptables" && mode != "nftables" {
 		fail(fmt.Errorf("-mode %q is not iptables or nftables", mode))
@@ -53,6 +58,28 @@ func main() {
 	} else {
 		fmt.Printf("nodekit proxy (iptables mode, %s) — Services × 3 endpoints, in a fresh network namespace\n", iptablesVersion())
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			if err != nil {
+				fail(err)
+			}
+		}()
+	}
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
@@ -65,9 +92,20 @@ func main() {
 }
 
 var (
-	batchChains int
-	mode        string
+	batchChains   int
+	batchMessages int
+	mode          string
+	lastCPU       time.Duration // CPU time of the last sync
 )
+
+// cpuTime returns the user + system CPU time of this process and its waited-for children (iptables-restore).
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
 
 // backend is one proxy backend under measurement: sync writes snap and describes what it wrote, with the
 // number of chains it (re)wrote.
@@ -80,6 +118,7 @@ func newBackend() (backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.BatchMessages = batchMessages
 		return func(ctx context.Context, snap *state.Snapshot, full bool) (string, int, error) {
 			r, err := s.Sync(ctx, snap, full)
 			return fmt.Sprintf("%d rules, %d chains, %d map elements, %d netlink messages in %d transactions",
@@ -148,25 +187,30 @@ func run(ctx context.Context, n, changes int) error {
 	svcs, slices := objects(n)
 	return node.Do(func(ns.NetNS) error {
 		opts := state.Options{NodeName: "bench-node"}
+		var cache state.Cache // as the proxy's: a change recomputes only its Service
 		s, err := newBackend()
 		if err != nil {
 			return err
 		}
 		sync := func(syncer backend, full bool) (time.Duration, int, error) {
-			start := time.Now()
-			snap := state.Compute(svcs, slices, opts)
+			start, cpu0 := time.Now(), cpuTime()
+			snap := cache.Compute(svcs, slices, opts)
 			what, written, err := syncer(ctx, snap, full)
+			took := time.Since(start)
+			// CPU time (user + system: nf_tables and iptables-restore work in the kernel counts) does not grow
+			// with the machine's load the way wall time does.
+			lastCPU = cpuTime() - cpu0
 			if full && err == nil {
 				fmt.Printf("%d services: %s\n", n, what)
 			}
-			return time.Since(start), written, err
+			return took, written, err
 		}
 		first, _, err := sync(s, true)
 		if err != nil {
 			return err
 		}
 		// Each figure is printed as soon as it is measured: a 10k run can take many minutes on a loaded box.
-		fmt.Printf("%d services: first sync %s\n", n, first.Round(time.Millisecond))
+		fmt.Printf("%d services: first sync %s (CPU %s)\n", n, first.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
 		// A restart: a new Syncer rewrites every chain over the existing ones.
 		s2, err := newBackend()
 		if err != nil {
@@ -176,8 +220,8 @@ func run(ctx context.Context, n, changes int) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%d services: full resync over existing rules %s\n", n, full.Round(time.Millisecond))
-		var times []time.Duration
+		fmt.Printf("%d services: full resync over existing rules %s (CPU %s)\n", n, full.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
+		var times, cpus []time.Duration
 		for c := 0; c < changes; c++ {
 			i := (c * 7919) % n
 			slices[i] = slice(svcs[i].Name, i, c+1)
@@ -189,11 +233,18 @@ func run(ctx context.Context, n, changes int) error {
 				return fmt.Errorf("one change rewrote %d chains; partial sync is not partial", written)
 			}
 			times = append(times, d)
-			fmt.Printf("%d services: one change %s\n", n, d.Round(time.Millisecond))
+			cpus = append(cpus, lastCPU)
+			fmt.Printf("%d services: one change %s (CPU %s)\n", n, d.Round(time.Millisecond), lastCPU.Round(time.Millisecond))
 		}
 		sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+		sort.Slice(cpus, func(a, b int) bool { return cpus[a] < cpus[b] })
 		p50 := times[len(times)/2]
-		fmt.Printf("%d services: one change p50 %s = %.2f × full resync\n", n, p50.Round(time.Millisecond), float64(p50)/float64(full))
+		fmt.Printf("%d services: one change p50 %s (CPU p50 %s) = %.2f × full resync\n", n, p50.Round(time.Millisecond),
+			cpus[len(cpus)/2].Round(time.Millisecond), float64(p50)/float64(full))
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			fmt.Printf("%d services: peak RSS of the bench process %d MiB\n", n, ru.Maxrss/1024)
+		}
 		return nil
 	})
 }

@@ -7,10 +7,18 @@
 //	lock                  flock(2) taken exclusively around every read-modify-write
 //	locks/<xx>            flock(2) serialising the commands of one attachment (LockAttachment); 256
 //	                      stripes chosen by a hash of containerID + ifname, so the files stay bounded
-//	ips/<ip>              one file per allocated address; content "<containerID>\n<ifname>\n"
-//	attachments/<key>     one file per attachment (containerID + ifname); content "<ip>\n"
+//	ips/<ip>              one file per allocated address, the whole record of the allocation:
+//	                      "<containerID>\n<ifname>\n<netns path>\n" (the netns line may be empty)
 //	last_reserved_ip      where the next allocation search starts (round robin, so a released address is
-//	                      not handed out again at once)
+//	                      not handed out again at once); a hint only
+//
+// A reservation is one atomic, durable step: the record is written to a temporary file in ips/ and
+// fsynced, then hard-linked to ips/<ip> (link(2) fails if the address is taken, so two attachments can
+// never hold one address), and the directory is fsynced. A crash at any point leaves either no
+// reservation or a complete one, never an empty or half-written record, and a reservation reported to
+// the runtime survives a power loss. A release removes ips/<ip> and fsyncs the directory. Stores
+// written by earlier versions (an attachments/ index next to ips/, records without the netns line)
+// are read as they are; the index is removed on Open.
 package ipam
 
 import (
@@ -24,6 +32,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ip"
 
+	"github.com/nodekit/nodekit/cni/internal/atomicfile"
 	"github.com/nodekit/nodekit/cni/internal/naming"
 )
 
@@ -41,8 +50,11 @@ type Range struct {
 type Allocation struct {
 	ContainerID string
 	IfName      string
-	IP          net.IP
-	Range       int // index into Store.Ranges
+	// NetNS is the pod network namespace path the attachment was made in (CNI_NETNS); empty for records
+	// written without one.
+	NetNS string
+	IP    net.IP
+	Range int // index into Store.Ranges
 }
 
 // Store is the on-disk allocator of one network. It is safe for concurrent use by several processes; each
@@ -58,10 +70,14 @@ func Open(dataDir, network string, ranges []Range) (*Store, error) {
 		return nil, fmt.Errorf("ipam: network name %q cannot be used as a directory name", network)
 	}
 	dir := Dir(dataDir, network)
-	for _, d := range []string{filepath.Join(dir, "ips"), filepath.Join(dir, "attachments"), filepath.Join(dir, "locks")} {
+	for _, d := range []string{filepath.Join(dir, "ips"), filepath.Join(dir, "locks")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("ipam: %w", err)
 		}
+	}
+	// The attachments/ index of earlier versions duplicated ips/; its records are not read any more.
+	if err := os.RemoveAll(filepath.Join(dir, "attachments")); err != nil {
+		return nil, fmt.Errorf("ipam: %w", err)
 	}
 	return &Store{dir: dir, Ranges: ranges}, nil
 }
@@ -119,15 +135,14 @@ func flock(path string) (func(), error) {
 	return func() { f.Close() }, nil // closing the descriptor drops the lock
 }
 
-// attachmentKey is a file name for (containerID, ifname): container IDs are runtime-chosen strings, so they
-// are hashed rather than trusted as path elements.
-func attachmentKey(containerID, ifName string) string {
-	return naming.Hash("", 16, containerID, ifName)
-}
-
-// Allocate reserves an address for (containerID, ifName). If the attachment already holds one (a repeated
-// ADD), that address is returned again. When every range is full the error wraps ErrExhausted.
-func (s *Store) Allocate(containerID, ifName string) (Allocation, error) {
+// Allocate reserves an address for (containerID, ifName) made in the network namespace netNS (recorded
+// for GC; may be empty). If the attachment already holds one (a repeated ADD), that address is returned
+// again. When every range is full the error wraps ErrExhausted. Container IDs and interface names with
+// a newline are refused (they would not read back from the record).
+func (s *Store) Allocate(containerID, ifName, netNS string) (Allocation, error) {
+	if strings.ContainsAny(containerID+ifName+netNS, "\n\x00") {
+		return Allocation{}, fmt.Errorf("ipam: container ID %q, interface %q or netns %q contains a newline or NUL", containerID, ifName, netNS)
+	}
 	unlock, err := s.lock()
 	if err != nil {
 		return Allocation{}, err
@@ -135,6 +150,12 @@ func (s *Store) Allocate(containerID, ifName string) (Allocation, error) {
 	defer unlock()
 	if a, ok, err := s.lookupLocked(containerID, ifName); err != nil || ok {
 		return a, err
+	}
+	// Temporary records of reservations cut short by a crash (none is in progress: we hold the lock).
+	if stale, err := filepath.Glob(filepath.Join(s.dir, "ips", ".reserve-*")); err == nil {
+		for _, p := range stale {
+			os.Remove(p)
+		}
 	}
 	last := s.readLast()
 	for pass := 0; pass < 2; pass++ {
@@ -150,13 +171,15 @@ func (s *Store) Allocate(containerID, ifName string) (Allocation, error) {
 				if cur.Equal(r.Gateway) {
 					continue
 				}
-				ok, err := s.reserve(cur, containerID, ifName)
+				a := Allocation{ContainerID: containerID, IfName: ifName, NetNS: netNS, IP: cur, Range: ri}
+				ok, err := s.reserve(a)
 				if err != nil {
 					return Allocation{}, err
 				}
 				if ok {
-					_ = os.WriteFile(filepath.Join(s.dir, "last_reserved_ip"), []byte(cur.String()), 0o600)
-					return Allocation{ContainerID: containerID, IfName: ifName, IP: cur, Range: ri}, nil
+					// A hint: losing it in a crash only moves where the next search starts.
+					_ = atomicfile.Write(filepath.Join(s.dir, "last_reserved_ip"), strings.NewReader(cur.String()), 0o600)
+					return a, nil
 				}
 			}
 		}
@@ -168,28 +191,55 @@ func (s *Store) Allocate(containerID, ifName string) (Allocation, error) {
 	return Allocation{}, fmt.Errorf("ipam: %w: all addresses of %s are allocated", ErrExhausted, strings.Join(spans, ", "))
 }
 
-// reserve creates ips/<ip> exclusively; false means the address is already taken.
-func (s *Store) reserve(addr net.IP, containerID, ifName string) (bool, error) {
-	p := filepath.Join(s.dir, "ips", addr.String())
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, os.ErrExist) {
+// reserve records a in ips/<ip> in one atomic, durable step (see the package comment); false means the
+// address is already taken.
+func (s *Store) reserve(a Allocation) (bool, error) {
+	ips := filepath.Join(s.dir, "ips")
+	p := filepath.Join(ips, a.IP.String())
+	if _, err := os.Lstat(p); err == nil {
 		return false, nil
 	}
+	tmp, err := os.CreateTemp(ips, ".reserve-*")
 	if err != nil {
-		return false, fmt.Errorf("ipam: reserve %s: %w", addr, err)
+		return false, fmt.Errorf("ipam: reserve %s: %w", a.IP, err)
 	}
-	_, werr := fmt.Fprintf(f, "%s\n%s\n", containerID, ifName)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	defer os.Remove(tmp.Name()) // the link keeps the record; this name goes either way
+	_, err = fmt.Fprintf(tmp, "%s\n%s\n%s\n", a.ContainerID, a.IfName, a.NetNS)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if werr == nil {
-		werr = os.WriteFile(filepath.Join(s.dir, "attachments", attachmentKey(containerID, ifName)), []byte(addr.String()+"\n"), 0o600)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if werr != nil {
-		os.Remove(p)
-		return false, fmt.Errorf("ipam: reserve %s: %w", addr, werr)
+	if err == nil {
+		err = os.Link(tmp.Name(), p)
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
+		}
+	}
+	if err == nil {
+		os.Remove(tmp.Name())
+		if err = syncDir(ips); err != nil {
+			os.Remove(p)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("ipam: reserve %s: %w", a.IP, err)
 	}
 	return true, nil
+}
+
+// syncDir fsyncs a directory, making the creation or removal of its entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Lookup returns the allocation of (containerID, ifName); ok is false when it has none.
@@ -202,19 +252,18 @@ func (s *Store) Lookup(containerID, ifName string) (a Allocation, ok bool, err e
 	return s.lookupLocked(containerID, ifName)
 }
 
+// lookupLocked scans ips/ for the attachment's record (a node's podCIDR holds a few hundred addresses).
 func (s *Store) lookupLocked(containerID, ifName string) (Allocation, bool, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, "attachments", attachmentKey(containerID, ifName)))
-	if errors.Is(err, os.ErrNotExist) {
-		return Allocation{}, false, nil
-	}
+	all, err := s.listLocked()
 	if err != nil {
-		return Allocation{}, false, fmt.Errorf("ipam: %w", err)
+		return Allocation{}, false, err
 	}
-	addr := net.ParseIP(strings.TrimSpace(string(b))).To4()
-	if addr == nil {
-		return Allocation{}, false, fmt.Errorf("ipam: attachment record of %s/%s holds %q, not an IPv4 address", containerID, ifName, b)
+	for _, a := range all {
+		if a.ContainerID == containerID && a.IfName == ifName {
+			return a, true, nil
+		}
 	}
-	return Allocation{ContainerID: containerID, IfName: ifName, IP: addr, Range: s.rangeOf(addr)}, true, nil
+	return Allocation{}, false, nil
 }
 
 // Release frees the address of (containerID, ifName). Releasing an attachment that holds nothing is not an
@@ -233,10 +282,11 @@ func (s *Store) Release(containerID, ifName string) (a Allocation, ok bool, err 
 }
 
 func (s *Store) releaseLocked(a Allocation) error {
-	if err := os.Remove(filepath.Join(s.dir, "ips", a.IP.String())); err != nil && !errors.Is(err, os.ErrNotExist) {
+	ips := filepath.Join(s.dir, "ips")
+	if err := os.Remove(filepath.Join(ips, a.IP.String())); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("ipam: release %s: %w", a.IP, err)
 	}
-	if err := os.Remove(filepath.Join(s.dir, "attachments", attachmentKey(a.ContainerID, a.IfName))); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := syncDir(ips); err != nil {
 		return fmt.Errorf("ipam: release %s: %w", a.IP, err)
 	}
 	return nil
@@ -267,8 +317,11 @@ func (s *Store) listLocked() ([]Allocation, error) {
 		if err != nil {
 			continue // released meanwhile by a process not honouring the lock; nothing to report
 		}
-		id, ifName, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		out = append(out, Allocation{ContainerID: id, IfName: ifName, IP: addr, Range: s.rangeOf(addr)})
+		lines := strings.Split(string(b), "\n")
+		for len(lines) < 3 {
+			lines = append(lines, "")
+		}
+		out = append(out, Allocation{ContainerID: lines[0], IfName: lines[1], NetNS: lines[2], IP: addr, Range: s.rangeOf(addr)})
 	}
 	return out, nil
 }

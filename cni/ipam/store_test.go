@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ func TestAllocateReleaseExhaust(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for i := range 5 {
-		a, err := s.Allocate(fmt.Sprint("c", i), "eth0")
+		a, err := s.Allocate(fmt.Sprint("c", i), "eth0", "")
 		if err != nil {
 			t.Fatalf("allocation %d: %v", i, err)
 		}
@@ -37,12 +38,12 @@ func TestAllocateReleaseExhaust(t *testing.T) {
 		}
 		got[a.IP.String()] = true
 	}
-	if _, err := s.Allocate("c5", "eth0"); !errors.Is(err, ErrExhausted) {
+	if _, err := s.Allocate("c5", "eth0", ""); !errors.Is(err, ErrExhausted) {
 		t.Fatalf("6th allocation: %v, want ErrExhausted", err)
 	}
 	// Idempotent ADD returns the same address.
 	a0, _, _ := s.Lookup("c0", "eth0")
-	again, err := s.Allocate("c0", "eth0")
+	again, err := s.Allocate("c0", "eth0", "")
 	if err != nil || !again.IP.Equal(a0.IP) {
 		t.Fatalf("repeated Allocate = %v %v, want %s", again.IP, err, a0.IP)
 	}
@@ -54,7 +55,7 @@ func TestAllocateReleaseExhaust(t *testing.T) {
 	if _, ok, err := s2.Release("c0", "eth0"); ok || err != nil {
 		t.Fatalf("second Release: ok=%v err=%v, want false nil", ok, err)
 	}
-	b, err := s2.Allocate("c6", "eth0")
+	b, err := s2.Allocate("c6", "eth0", "")
 	if err != nil || !b.IP.Equal(a0.IP) {
 		t.Fatalf("after release got %v %v, want %s", b.IP, err, a0.IP)
 	}
@@ -73,7 +74,7 @@ func TestConcurrentStores(t *testing.T) {
 			s, err := Open(dir, "net", r) // a store per "process"
 			if err == nil {
 				var a Allocation
-				a, err = s.Allocate(fmt.Sprint("c", i), "eth0")
+				a, err = s.Allocate(fmt.Sprint("c", i), "eth0", "")
 				ips[i] = a.IP.String()
 			}
 			errs[i] = err
@@ -98,7 +99,7 @@ func TestGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := s.Allocate(id, "eth0"); err != nil {
+		if _, err := s.Allocate(id, "eth0", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +131,7 @@ func TestAllocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		if _, err := s.Allocate(id, "eth0"); err != nil {
+		if _, err := s.Allocate(id, "eth0", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,5 +146,66 @@ func TestAllocated(t *testing.T) {
 	}
 	if Dir(dir, "net") != filepath.Join(dir, "net") {
 		t.Fatalf("Dir = %s", Dir(dir, "net"))
+	}
+}
+
+// TestReservationRecord: a reservation is the single file ips/<ip> holding the whole record (container
+// ID, interface, netns), nothing else is left in ips/, and a record of an earlier version (two lines,
+// with an attachments/ index beside it) still reads, releases and frees its address.
+func TestReservationRecord(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, "net", []Range{testRange(t, "10.0.3.0/29")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Allocate("c1", "eth0", "/var/run/netns/cni-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "net", "ips"))
+	if len(ents) != 1 || ents[0].Name() != a.IP.String() {
+		t.Fatalf("ips/ holds %v, want only %s", ents, a.IP)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "net", "ips", a.IP.String()))
+	if string(b) != "c1\neth0\n/var/run/netns/cni-1\n" {
+		t.Fatalf("record %q", b)
+	}
+	if got, ok, err := s.Lookup("c1", "eth0"); !ok || err != nil || got.NetNS != "/var/run/netns/cni-1" || !got.IP.Equal(a.IP) {
+		t.Fatalf("Lookup = %+v %v %v", got, ok, err)
+	}
+	// An earlier version's store: a two-line record and its index; a crash's temporary record.
+	legacy := filepath.Join(dir, "old")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(legacy, "net", "ips"), 0o700))
+	must(os.MkdirAll(filepath.Join(legacy, "net", "attachments"), 0o700))
+	must(os.WriteFile(filepath.Join(legacy, "net", "ips", "10.0.3.2"), []byte("old\neth0\n"), 0o600))
+	must(os.WriteFile(filepath.Join(legacy, "net", "attachments", "0123"), []byte("10.0.3.2\n"), 0o600))
+	must(os.WriteFile(filepath.Join(legacy, "net", "ips", ".reserve-123"), []byte("half"), 0o600))
+	old, err := Open(legacy, "net", s.Ranges)
+	must(err)
+	if _, err := os.Stat(filepath.Join(legacy, "net", "attachments")); !os.IsNotExist(err) {
+		t.Errorf("attachments/ index kept: %v", err)
+	}
+	if got, ok, err := old.Lookup("old", "eth0"); !ok || err != nil || got.IP.String() != "10.0.3.2" || got.NetNS != "" {
+		t.Fatalf("legacy Lookup = %+v %v %v", got, ok, err)
+	}
+	n, err := old.Allocate("new", "eth0", "")
+	must(err)
+	if n.IP.String() == "10.0.3.2" {
+		t.Fatalf("new allocation took the legacy record's address")
+	}
+	if _, err := os.Stat(filepath.Join(legacy, "net", "ips", ".reserve-123")); !os.IsNotExist(err) {
+		t.Errorf("a crash's temporary record survived an allocation: %v", err)
+	}
+	if _, ok, err := old.Release("old", "eth0"); !ok || err != nil {
+		t.Fatalf("legacy Release = %v %v", ok, err)
+	}
+	if _, err := s.Allocate("bad\nid", "eth0", ""); err == nil {
+		t.Error("a container ID with a newline was recorded")
 	}
 }

@@ -7,7 +7,9 @@
 // that ADD created. DEL undoes ADD and succeeds when there is nothing left to undo. ADD, DEL and CHECK of
 // one attachment are serialised by a lock (ipam.Store.LockAttachment), so a runtime racing them anyway
 // cannot leave a veth without its IP. GC releases what
-// belongs to attachments missing from cni.dev/valid-attachments.
+// belongs to attachments missing from cni.dev/valid-attachments: the IP, the veth, hostPort rules and the
+// network namespace the attachment was made in (a runtime that crashed while making a sandbox forgets
+// it, so nobody else removes it).
 package plugin
 
 import (
@@ -15,12 +17,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/coreos/go-iptables/iptables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodekit/nodekit/cni/bridge"
 	"github.com/nodekit/nodekit/cni/ipam"
@@ -110,7 +114,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	defer netNS.Close()
 
-	a, err := n.store.Allocate(args.ContainerID, args.IfName)
+	a, err := n.store.Allocate(args.ContainerID, args.IfName, args.Netns)
 	if errors.Is(err, ipam.ErrExhausted) {
 		return types.NewError(ErrIPExhausted, "no free pod IP address", err.Error())
 	}
@@ -278,6 +282,9 @@ func cmdGC(args *skel.CmdArgs) error {
 		if err := bridge.DetachPod(bridge.HostVethName(a.ContainerID, a.IfName)); err != nil {
 			return internal("removing a stale pod interface failed", err)
 		}
+		if err := removeNetNS(a.NetNS); err != nil {
+			return internal("removing a stale pod network namespace failed", err)
+		}
 	}
 	ipt, err := iptables.New()
 	if err != nil {
@@ -286,5 +293,25 @@ func cmdGC(args *skel.CmdArgs) error {
 	if err := n.store.WithLock(func() error { _, err := portmap.GC(ipt, n.conf.Name, keep); return err }); err != nil {
 		return internal("removing stale hostPort rules failed", err)
 	}
+	return nil
+}
+
+// removeNetNS unmounts and removes the network namespace bind mount at path (recorded at ADD) when it is
+// still one; a path that is not an nsfs mount (gone, reused, empty) is left alone.
+func removeNetNS(path string) error {
+	if path == "" {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil || st.Type != unix.NSFS_MAGIC {
+		return nil
+	}
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	slog.Info("GC removed a stale network namespace", "netns", path)
 	return nil
 }

@@ -71,7 +71,7 @@ func setUp(t *testing.T, ipamDir string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := store.Allocate("c2", "eth0")
+	a, err := store.Allocate("c2", "eth0", "")
 	if err != nil {
 		t.Fatal(err)
 	}

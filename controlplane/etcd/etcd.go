@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
 // DefaultClientAddr is the embedded member's client address when Config.ClientAddr is empty.
@@ -83,8 +82,9 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 	ec.ListenMetricsUrls = nil
 	// The API server's watch cache relies on progress notifications for consistent reads from cache.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
-	ec.LogLevel = "error"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// etcd's warnings and errors go to the server log (through slog); its routine info does not.
+	ec.LogLevel = DefaultLogLevel.String()
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(Logger(slog.Default(), DefaultLogLevel))
 	// Member-level state changes on restart (peer URL) are expected for a single member.
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "member")); err == nil {
 		ec.ClusterState = embed.ClusterStateFlagExisting
@@ -142,7 +142,7 @@ func freePort(host string) (string, error) {
 
 // Client returns a new etcd v3 client for the store's endpoints; the caller closes it.
 func (s *Store) Client() (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: 5 * time.Second, Logger: Logger(slog.Default(), DefaultLogLevel)}
 	if s.CertFile != "" || s.CAFile != "" {
 		tlsCfg, err := transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile, TrustedCAFile: s.CAFile}.ClientConfig()
 		if err != nil {

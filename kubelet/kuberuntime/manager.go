@@ -74,6 +74,29 @@ type Manager struct {
 
 	mu      sync.Mutex
 	waiting map[string]Waiting // by podUID/containerName
+
+	// creating is read-locked around every RunPodSandbox; NetworkGC runs only when it can take it.
+	creating sync.RWMutex
+}
+
+// NetworkGC calls gc with the ID of every sandbox the runtime lists (any state), while no RunPodSandbox
+// of this manager is in flight and none starts, so a sandbox whose network is set up but that the runtime
+// does not list yet is never missing from the list. ran is false (and gc not called) when a sandbox is
+// being created; the caller tries again later.
+func (m *Manager) NetworkGC(ctx context.Context, gc func(ctx context.Context, sandboxIDs []string) error) (ran bool, err error) {
+	if !m.creating.TryLock() {
+		return false, nil
+	}
+	defer m.creating.Unlock()
+	resp, err := m.opts.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return true, fmt.Errorf("ListPodSandbox: %w", err)
+	}
+	ids := make([]string, 0, len(resp.Items))
+	for _, sb := range resp.Items {
+		ids = append(ids, sb.Id)
+	}
+	return true, gc(ctx, ids)
 }
 
 // New returns a Manager; it asks the runtime for its name (for "<runtime>://<id>" container IDs).

@@ -98,7 +98,9 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, fmt.Errorf("pod log directory: %w", err)
 	}
+	m.creating.RLock()
 	resp, err := m.opts.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	m.creating.RUnlock()
 	if err != nil {
 		return "", nil, fmt.Errorf("RunPodSandbox: %w", err)
 	}

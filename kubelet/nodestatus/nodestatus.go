@@ -14,7 +14,9 @@
 //     subresource) when anything other than heartbeat times changed, or when the report period elapsed;
 //   - Ready follows CRI Status: a failed Status call means "container runtime is down: <error>", a
 //     RuntimeReady=false or NetworkReady=false condition is reported with the runtime's reason and
-//     message. Upstream waits 30 s of failed runtime checks before reporting the runtime down; nodekit
+//     message. Config.NetworkStatus adds the node's own check of the CNI plugin for runtimes that do
+//     not run CNI STATUS themselves (containerd 1.x), reported as the runtime would: NetworkReady=false
+//     reason:NetworkPluginNotReady message:Network plugin returns error: <the plugin's error>. Upstream waits 30 s of failed runtime checks before reporting the runtime down; nodekit
 //     reports it at the first failed check (one update period), the Lease already guards against flaps.
 package nodestatus
 
@@ -98,6 +100,10 @@ type Config struct {
 	// Runtime answers CRI Version and Status; Images (optional) lists images for status.images.
 	Runtime RuntimeService
 	Images  ImageService
+	// NetworkStatus (optional) checks the pod network's CNI plugin on each update; an error makes the
+	// node NotReady with NetworkReady=false reason NetworkPluginNotReady and the error as message, as
+	// containerd 2.x reports a failing CNI STATUS. Nil: CRI Status alone decides.
+	NetworkStatus func(ctx context.Context) error
 	// NodeIP is the InternalIP address (--node-ip). Nil: DefaultRouteIP().
 	NodeIP net.IP
 	// Labels (--node-labels) and Taints (--register-with-taints) are set at registration.
@@ -443,6 +449,10 @@ func (c *Controller) runtimeReadiness(ctx context.Context) []string {
 			problems = append(problems, fmt.Sprintf("%s: %s condition missing from CRI Status", t.what, t.typ))
 		} else if !rc.Status {
 			problems = append(problems, fmt.Sprintf("%s: %s=false reason:%s message:%s", t.what, t.typ, rc.Reason, rc.Message))
+		} else if t.typ == runtimeapi.NetworkReady && c.cfg.NetworkStatus != nil {
+			if err := c.cfg.NetworkStatus(ctx); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s=false reason:NetworkPluginNotReady message:Network plugin returns error: %v", t.what, t.typ, err))
+			}
 		}
 	}
 	return problems

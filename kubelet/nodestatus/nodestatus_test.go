@@ -243,3 +243,37 @@ func TestReadMachine(t *testing.T) {
 		t.Errorf("osImage = %q", got)
 	}
 }
+
+// TestNetworkStatusCheck: with the runtime reporting NetworkReady=true, a failing Config.NetworkStatus
+// makes the node NotReady with the runtime's wording and the plugin's error, and Ready again once it
+// passes.
+func TestNetworkStatusCheck(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	plugin := errors.New(`cni: network nodekit: plugin nodekit-cni: failed to find plugin "nodekit-cni" in path [/opt/cni/bin]`)
+	c, err := New(Config{
+		NodeName: "n1", Client: client, Runtime: &fakeRuntime{}, NodeIP: net.ParseIP("10.1.2.3"), Machine: testMachine,
+		UpdateFrequency: 50 * time.Millisecond, LeaseDurationSeconds: 1,
+		NetworkStatus: func(context.Context) error { mu.Lock(); defer mu.Unlock(); return plugin },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := `container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: ` + plugin.Error()
+	if r := ready(t, client); r.Status != v1.ConditionFalse || r.Reason != "KubeletNotReady" || r.Message != want {
+		t.Errorf("Ready with the plugin missing = %+v, want message %q", r, want)
+	}
+	mu.Lock()
+	plugin = nil
+	mu.Unlock()
+	if err := c.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := ready(t, client); r.Status != v1.ConditionTrue {
+		t.Errorf("Ready once the plugin answers = %+v", r)
+	}
+}

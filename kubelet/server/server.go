@@ -1,7 +1,8 @@
 // Package server is the kubelet's HTTPS API on :10250, the endpoints the API server and monitoring use
 // (upstream pkg/kubelet/server): /healthz, /pods, /containerLogs, /exec, /attach, /portForward (proxied to
 // the CRI streaming server), /stats/summary (from CRI stats, in k8s.io/kubelet's stats/v1alpha1 types),
-// /metrics (Prometheus) and, with EnableProfiling, /debug/pprof/ (Go's profiles).
+// /metrics (Prometheus), with EnableProfiling /debug/pprof/ (Go's profiles), and nodekit's /serviceproxy
+// (internal/proxystatus: what the node's service proxy programmed) when the agent gives it.
 //
 // Authentication and authorization are upstream's kubelet's (pkg/kubelet/server/auth.go): a client
 // certificate verified against the client CA (the cluster CA; CN and O become user and groups) or a
@@ -42,6 +43,7 @@ import (
 	"k8s.io/client-go/util/cert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
@@ -83,7 +85,10 @@ type Config struct {
 	// EnableProfiling serves Go's pprof profiles on /debug/pprof/ (KubeletConfiguration
 	// enableProfilingHandler), authorized as nodes/proxy like upstream's /debug paths.
 	EnableProfiling bool
-	Logger          *slog.Logger
+	// ProxyStatus, when set, is served as JSON on proxystatus.Path (authorized as nodes/proxy): what the
+	// node's service proxy has programmed. Nil: that path answers 404, as on an upstream kubelet.
+	ProxyStatus func() proxystatus.Status
+	Logger      *slog.Logger
 }
 
 // Server is the kubelet server. Create it with New and run it with Serve.
@@ -204,6 +209,12 @@ func (s *Server) routes() http.Handler {
 		handle(p, "proxy", s.portForward)
 	}
 	handle("GET /stats/summary", "stats", s.statsSummary)
+	if s.cfg.ProxyStatus != nil {
+		handle("GET "+proxystatus.Path, "proxy", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(s.cfg.ProxyStatus())
+		})
+	}
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	if s.cfg.EnableProfiling {
 		handle("GET /debug/pprof/", "proxy", pprof.Index) // heap, goroutine, allocs, ... by name

@@ -20,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/kubelet/server/testpki"
 )
 
@@ -89,7 +90,10 @@ func TestServer(t *testing.T) {
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
 		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: authorizerfactory.NewPrivilegedGroups("system:masters"), Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir,
-		EnableProfiling: true})
+		EnableProfiling: true,
+		ProxyStatus: func() proxystatus.Status {
+			return proxystatus.Status{Node: "n1", Mode: "iptables", Services: []proxystatus.Service{{Namespace: "default", Name: "web", ResourceVersion: "7"}}}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +144,15 @@ func TestServer(t *testing.T) {
 	}
 	if code, body := get("/healthz"); code != 200 || body != "ok" {
 		t.Errorf("/healthz = %d %q", code, body)
+	}
+	var ps proxystatus.Status
+	if code, body := get(proxystatus.Path); code != 200 || json.Unmarshal([]byte(body), &ps) != nil || ps.Find("default", "web") == nil || ps.Find("default", "web").ResourceVersion != "7" {
+		t.Errorf("%s = %d %q", proxystatus.Path, code, body)
+	}
+	if resp, err := node.Get(base + proxystatus.Path); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another node's %s = %v, %v; want 403", proxystatus.Path, resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	code, body := get("/pods")
 	var list v1.PodList

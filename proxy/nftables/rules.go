@@ -411,17 +411,52 @@ func AffinitySet(sp *state.ServicePort, e state.Endpoint) string {
 //     and go to local- (policy Local; pod and node-local clients still take the internal chain).
 //   - no-endpoint-services / no-endpoint-nodeports REJECT ports that have no endpoint at all and DROP those
 //     whose traffic policy leaves no endpoint on this node.
+//
+// Two ports claiming the same map key (an external IP equal to another Service's ClusterIP) are resolved
+// in snapshot order: the first one keeps the key.
 func Build(snap *state.Snapshot, cfg Config) *Ruleset {
 	rs := NewRuleset(cfg)
 	for _, sp := range snap.Ports {
-		rs.addPort(sp, cfg)
+		rs.merge(BuildPort(sp, cfg))
 	}
 	return rs
+}
+
+// BuildPort computes the chains, map elements and affinity sets of one service port (Build's content for
+// that port alone; it holds no fixed chain). The nftables Syncer caches it per port, so a sync rebuilds only
+// the ports that changed.
+func BuildPort(sp *state.ServicePort, cfg Config) *Ruleset {
+	rs := &Ruleset{Chains: map[string]*Chain{}, Maps: map[string]map[string]Element{}, Affinity: map[string]time.Duration{}}
+	rs.addPort(sp, cfg)
+	return rs
+}
+
+// merge adds the chains, sets and elements of part; an element whose key rs already has is not taken.
+func (rs *Ruleset) merge(part *Ruleset) {
+	for n, c := range part.Chains {
+		rs.Chains[n] = c
+	}
+	for n, t := range part.Affinity {
+		rs.Affinity[n] = t
+	}
+	for m, els := range part.Maps {
+		if rs.Maps[m] == nil {
+			rs.Maps[m] = map[string]Element{}
+		}
+		for k, e := range els {
+			if _, taken := rs.Maps[m][k]; !taken {
+				rs.Maps[m][k] = e
+			}
+		}
+	}
 }
 
 func (rs *Ruleset) element(m string, ip netip.Addr, p v1.Protocol, port int32, kind expr.VerdictKind, chain string) {
 	k, txt := key(ip, p, port)
 	txt += " : " + verdictText(kind, chain)
+	if rs.Maps[m] == nil {
+		rs.Maps[m] = map[string]Element{}
+	}
 	rs.Maps[m][string(k)] = Element{Key: k, Verdict: kind, Chain: chain, Text: txt}
 }
 

@@ -12,10 +12,12 @@ package nftables
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -31,9 +33,12 @@ import (
 	"github.com/nodekit/nodekit/proxy/state"
 )
 
-// DefaultBatchMessages is the default cap of netlink messages in one transaction. The kernel queues one
-// acknowledgement (about 1 KiB of socket buffer) per message until the whole batch is processed, so the cap
-// bounds that memory to ~16 MiB. Partial syncs are far below it.
+// DefaultBatchMessages is the default cap of netlink messages in one transaction. The kernel's work per
+// message grows with the transaction's length (a rule finds the anonymous numgen map created with it by
+// walking the transaction's list), while nf_tables validates the whole table once per transaction that adds
+// a jump or goto. At 10,000 Services × 3 endpoints (130,000 messages) one transaction took 108 s of CPU,
+// cuts of 16,000 messages 20 s, so big syncs are cut. Only the last message of a transaction asks for an
+// acknowledgement, so the cap is not about receive buffers; the send buffer is sized to each batch.
 const DefaultBatchMessages = 16000
 
 // Result describes one sync.
@@ -51,15 +56,41 @@ type Result struct {
 
 // Syncer programs nodekit's nftables table. It is not safe for concurrent use; the proxy runner serialises
 // syncs. All netlink sockets are opened in the network namespace of the calling OS thread.
+//
+// It keeps, per service port, the rules it last wrote (BuildPort's result) and the ServicePort they were
+// built from: a sync rebuilds only the ports whose ServicePort is not the same pointer as last time
+// (state.Cache keeps unchanged ports' pointers) and compares only those, so the cost of a partial sync
+// follows the number of changed Services, not of all Services.
 type Syncer struct {
 	cfg Config
 	log *slog.Logger
 	// BatchMessages caps the netlink messages of one transaction (0: DefaultBatchMessages).
 	BatchMessages int
 
-	// applied is the table's content as last written successfully; nil forces a full sync.
-	applied *Ruleset
+	fixed *Ruleset // the chains every table has (NewRuleset)
+	// synced is false before the first successful sync and after a failure: the next sync is full.
+	synced bool
+	ports  map[state.ServicePortName]*portRules
+	// claims lists, per map element ("map\x00key"), the ports that want it, in claim order; the kernel
+	// holds the first one's element (written).
+	claims  map[string][]state.ServicePortName
+	written map[string]map[string]Element
 	prev    *state.Snapshot
+}
+
+// portRules is what one service port contributes to the table.
+type portRules struct {
+	sp    *state.ServicePort
+	rs    *Ruleset
+	rules int
+}
+
+func newPortRules(sp *state.ServicePort, cfg Config) *portRules {
+	pr := &portRules{sp: sp, rs: BuildPort(sp, cfg)}
+	for _, c := range pr.rs.Chains {
+		pr.rules += len(c.Rules)
+	}
+	return pr
 }
 
 // New returns a Syncer. It fails when the kernel has no nf_tables (the netlink family cannot be reached).
@@ -74,17 +105,37 @@ func New(cfg Config, log *slog.Logger) (*Syncer, error) {
 	if _, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
 		return nil, fmt.Errorf("nftables mode: nf_tables netlink unavailable (kernel without nf_tables?); use --proxy-mode iptables: %w", err)
 	}
-	return &Syncer{cfg: cfg, log: log.With("mode", "nftables")}, nil
+	return &Syncer{cfg: cfg, log: log.With("mode", "nftables"), fixed: NewRuleset(cfg)}, nil
+}
+
+func claimKey(m, k string) string { return m + "\x00" + k }
+
+// emptyRuleset has the table's maps, with no element, and nothing else.
+func emptyRuleset() *Ruleset {
+	rs := &Ruleset{Chains: map[string]*Chain{}, Maps: map[string]map[string]Element{}, Affinity: map[string]time.Duration{}}
+	for m := range mapKeys {
+		rs.Maps[m] = map[string]Element{}
+	}
+	return rs
 }
 
 // Sync writes the table for snap and then deletes stale UDP conntrack entries. full rewrites every chain and
 // map and deletes chains and sets found in the table but not wanted (left by an earlier run); otherwise only
-// the chains and elements that changed since the last sync are written. On error the failed transaction is
-// not applied (nf_tables transactions are atomic) and the next Sync is full.
+// the chains and elements of the ports that changed since the last sync are written. On error the failed
+// transaction is not applied (nf_tables transactions are atomic) and the next Sync is full.
 func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Result, error) {
-	want := Build(snap, s.cfg)
-	if s.applied == nil {
+	if !s.synced {
 		full = true
+	}
+	next := make(map[state.ServicePortName]*portRules, len(snap.Ports))
+	var changed []state.ServicePortName
+	for _, sp := range snap.Ports {
+		if old := s.ports[sp.Name]; old != nil && old.sp == sp {
+			next[sp.Name] = old
+			continue
+		}
+		next[sp.Name] = newPortRules(sp, s.cfg)
+		changed = append(changed, sp.Name)
 	}
 	var units []unit
 	if full {
@@ -97,19 +148,21 @@ func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Res
 		if err != nil {
 			return Result{}, err
 		}
+		want := s.resolveAll(snap, next)
 		units = planFull(want, have)
 	} else {
-		units = planPartial(s.applied, want)
+		units = planPartial(s.delta(changed, next))
 	}
+	s.ports = next
 	res := summarize(units)
-	res.Rules = want.Rules()
+	res.Rules = s.counts()
 	n, err := s.apply(ctx, units)
 	res.Transactions = n
 	if err != nil {
-		s.applied = nil
+		s.synced = false
 		return res, err
 	}
-	s.applied = want
+	s.synced = true
 	d, err := conntrack.Delete(conntrack.Stale(s.prev, snap))
 	res.ConntrackDeleted = d
 	if err != nil {
@@ -118,6 +171,101 @@ func (s *Syncer) Sync(ctx context.Context, snap *state.Snapshot, full bool) (Res
 	}
 	s.prev = snap
 	return res, nil
+}
+
+// resolveAll sets the claims and written elements from scratch, in snapshot order (the first port claiming
+// a key keeps it), and returns the whole table.
+func (s *Syncer) resolveAll(snap *state.Snapshot, next map[state.ServicePortName]*portRules) *Ruleset {
+	want := NewRuleset(s.cfg)
+	s.claims = map[string][]state.ServicePortName{}
+	for _, sp := range snap.Ports {
+		pr := next[sp.Name]
+		for n, c := range pr.rs.Chains {
+			want.Chains[n] = c
+		}
+		for n, t := range pr.rs.Affinity {
+			want.Affinity[n] = t
+		}
+		for m, els := range pr.rs.Maps {
+			for k, e := range els {
+				ck := claimKey(m, k)
+				if s.claims[ck] = append(s.claims[ck], sp.Name); len(s.claims[ck]) == 1 {
+					want.Maps[m][k] = e
+				}
+			}
+		}
+	}
+	s.written = want.Maps
+	return want
+}
+
+// delta returns the old and new content of what the changed and removed ports touch: their chains and sets,
+// and the map elements whose claims they change (as the kernel holds them, and as they will be). It updates
+// the claims and written elements.
+func (s *Syncer) delta(changed []state.ServicePortName, next map[state.ServicePortName]*portRules) (old, want *Ruleset) {
+	old, want = emptyRuleset(), emptyRuleset()
+	affected := map[string][2]string{}
+	release := func(name state.ServicePortName, pr *portRules) {
+		old.merge(&Ruleset{Chains: pr.rs.Chains, Affinity: pr.rs.Affinity})
+		for m, els := range pr.rs.Maps {
+			for k := range els {
+				ck := claimKey(m, k)
+				s.claims[ck] = slices.DeleteFunc(s.claims[ck], func(n state.ServicePortName) bool { return n == name })
+				affected[ck] = [2]string{m, k}
+			}
+		}
+	}
+	for name, pr := range s.ports {
+		if _, still := next[name]; !still {
+			release(name, pr)
+		}
+	}
+	for _, name := range changed {
+		if pr := s.ports[name]; pr != nil {
+			release(name, pr)
+		}
+		pr := next[name]
+		want.merge(&Ruleset{Chains: pr.rs.Chains, Affinity: pr.rs.Affinity})
+		for m, els := range pr.rs.Maps {
+			for k := range els {
+				ck := claimKey(m, k)
+				s.claims[ck] = append(s.claims[ck], name)
+				affected[ck] = [2]string{m, k}
+			}
+		}
+	}
+	for ck, mk := range affected {
+		m, k := mk[0], mk[1]
+		if e, ok := s.written[m][k]; ok {
+			old.Maps[m][k] = e
+		}
+		owners := s.claims[ck]
+		if len(owners) == 0 {
+			delete(s.claims, ck)
+			delete(s.written[m], k)
+			continue
+		}
+		e := next[owners[0]].rs.Maps[m][k]
+		want.Maps[m][k] = e
+		s.written[m][k] = e
+	}
+	return old, want
+}
+
+// counts returns the table's chains, rules and map elements.
+func (s *Syncer) counts() map[string]int {
+	chains, rules, elements := len(s.fixed.Chains), 0, 0
+	for _, c := range s.fixed.Chains {
+		rules += len(c.Rules)
+	}
+	for _, pr := range s.ports {
+		chains += len(pr.rs.Chains)
+		rules += pr.rules
+	}
+	for _, els := range s.written {
+		elements += len(els)
+	}
+	return map[string]int{"chains": chains, "rules": rules, "elements": elements}
 }
 
 // opKind is one kind of netlink request.
@@ -461,49 +609,178 @@ func batches(units []unit, max int) [][]op {
 	return out
 }
 
-// sockBuffers sizes the netlink socket for big transactions: the whole batch is sent in one sendmsg, and
-// every acknowledgement waits in the receive buffer until the kernel has processed the batch.
-func sockBuffers(c *netlink.Conn) error {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = raw.Control(func(fd uintptr) {
-		for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, 32<<20); e != nil {
-				serr = e
-			}
-		}
-	})
-	return errors.Join(err, serr)
-}
-
 // apply sends the units as transactions and returns how many were committed.
 func (s *Syncer) apply(ctx context.Context, units []unit) (int, error) {
 	max := s.BatchMessages
 	if max <= 0 {
 		max = DefaultBatchMessages
 	}
-	conn, err := nftables.New(nftables.AsLasting(), nftables.WithSockOptions(sockBuffers))
-	if err != nil {
-		return 0, fmt.Errorf("nf_tables netlink: %w", err)
+	bs := batches(units, max)
+	if len(bs) == 0 {
+		return 0, nil
 	}
-	defer conn.CloseLasting()
+	sock, err := openNetlink()
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(sock)
 	done := 0
-	for _, b := range batches(units, max) {
+	for _, b := range bs {
 		if err := ctx.Err(); err != nil {
 			return done, err
 		}
-		if err := queue(conn, b); err != nil {
+		msgs, err := serialize(b)
+		if err != nil {
 			return done, err
 		}
-		if err := conn.Flush(); err != nil {
+		if err := transact(sock, msgs); err != nil {
+			var me *messageError
+			if errors.As(err, &me) {
+				err = fmt.Errorf("%w (request %q)", err, opOfMessage(b, me.index))
+			}
 			return done, fmt.Errorf("nftables transaction %d (%d requests, first %q): %w", done+1, len(b), b[0].String(), err)
 		}
 		done++
 	}
 	return done, nil
+}
+
+// serialize returns the netlink messages of one transaction, batch begin and end included, as
+// google/nftables encodes them. The Conn is dialled to a stand-in that records the batch and acknowledges
+// everything, because google/nftables asks the kernel for an acknowledgement (and, for rules, an echo) of
+// every message and reads them one receive at a time: 130,000 round trips through the Go netpoller for a
+// 10,000-Service table. transact sends the batch with a single acknowledgement instead.
+func serialize(ops []op) ([]netlink.Message, error) {
+	var batch []netlink.Message
+	ack := []netlink.Message{{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 4)}}
+	conn, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
+		batch = append(batch, req...)
+		return ack, nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if err := queue(conn, ops); err != nil {
+		return nil, err
+	}
+	if err := conn.Flush(); err != nil {
+		return nil, fmt.Errorf("nftables: encode transaction: %w", err)
+	}
+	return batch, nil
+}
+
+// opOfMessage names the op that produced message i (0 is the batch begin) of a transaction of ops.
+func opOfMessage(ops []op, i int) string {
+	n := 1
+	for _, o := range ops {
+		if n += o.messages(); i < n {
+			return o.String()
+		}
+	}
+	return fmt.Sprintf("message %d", i)
+}
+
+// openNetlink opens an nfnetlink socket in the calling thread's network namespace, with buffers for big
+// transactions: the whole batch is one sendmsg.
+func openNetlink() (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return -1, fmt.Errorf("nf_tables netlink socket: %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("nf_tables netlink socket: %s: %w", what, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20); err != nil {
+		return fail("receive buffer size", err)
+	}
+	// Errors carry the failing request's header only, not its payload (up to 64 KiB of elements).
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1); err != nil {
+		return fail("NETLINK_CAP_ACK", err)
+	}
+	// The kernel answers before sendmsg returns (nfnetlink processes a batch in the sender's context); the
+	// timeout only guards against a reply that never comes.
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 60}); err != nil {
+		return fail("receive timeout", err)
+	}
+	return fd, nil
+}
+
+// messageError is the kernel's error for message index of a batch.
+type messageError struct {
+	index int
+	errno syscall.Errno
+}
+
+func (e *messageError) Error() string { return fmt.Sprintf("netlink message %d: %v", e.index, e.errno) }
+
+func (e *messageError) Unwrap() error { return e.errno }
+
+// transact sends one batch (begin, requests, end) with an acknowledgement asked for its last request only,
+// and no echo, as `nft -f` does: nf_tables still reports every failing request (the transaction is then
+// aborted whole), so the answers are the errors, if any, followed by that acknowledgement (or by the last
+// request's error). An error about the batch itself names the batch begin.
+func transact(fd int, msgs []netlink.Message) error {
+	if len(msgs) < 3 {
+		return nil
+	}
+	last := len(msgs) - 2
+	seqIndex := make(map[uint32]int, len(msgs))
+	var buf []byte
+	for i := range msgs {
+		m := msgs[i]
+		m.Header.PID = 0
+		m.Header.Flags &^= netlink.Acknowledge | netlink.Echo
+		if i == last {
+			m.Header.Flags |= netlink.Acknowledge
+		}
+		seqIndex[m.Header.Sequence] = i
+		b, err := m.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("encode netlink message %d: %w", i, err)
+		}
+		buf = append(buf, b...)
+	}
+	if sz, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && sz < len(buf)+(64<<10) {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, len(buf)+(64<<10)); err != nil {
+			return fmt.Errorf("send buffer for a batch of %d bytes: %w", len(buf), err)
+		}
+	}
+	if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("send nf_tables batch of %d messages (%d bytes): %w", len(msgs), len(buf), err)
+	}
+	lastSeq, beginSeq := msgs[last].Header.Sequence, msgs[0].Header.Sequence
+	rb := make([]byte, 1<<20)
+	var first error
+	for {
+		n, _, err := unix.Recvfrom(fd, rb, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return errors.Join(first, fmt.Errorf("receive nf_tables answer: %w", err))
+		}
+		replies, err := syscall.ParseNetlinkMessage(rb[:n])
+		if err != nil {
+			return errors.Join(first, fmt.Errorf("parse nf_tables answer: %w", err))
+		}
+		for _, r := range replies {
+			if r.Header.Type != unix.NLMSG_ERROR || len(r.Data) < 4+unix.SizeofNlMsghdr {
+				continue
+			}
+			errno := -int32(binary.NativeEndian.Uint32(r.Data[:4]))
+			seq := binary.NativeEndian.Uint32(r.Data[4+8 : 4+12])
+			if errno != 0 && first == nil {
+				first = &messageError{index: seqIndex[seq], errno: syscall.Errno(errno)}
+			}
+			if seq == lastSeq || (errno != 0 && seq == beginSeq) {
+				return first
+			}
+		}
+	}
 }
 
 // queue turns ops into the netlink requests of one transaction on conn.

@@ -2,13 +2,16 @@ package nftables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/nftables/expr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -204,5 +207,76 @@ func TestSyncInBatches(t *testing.T) {
 	}
 	if listings[0] != listings[1] {
 		t.Errorf("batched sync differs from one transaction:\n%s\nvs\n%s", listings[1], listings[0])
+	}
+}
+
+// TestFailedTransactionNamesRequest: a batch the kernel refuses (a rule in a chain that does not exist) is
+// not applied, and the error names the refused request and the kernel's errno, although only the last
+// request of the batch asks for an acknowledgement.
+func TestFailedTransactionNamesRequest(t *testing.T) {
+	node := testns.New(t)
+	err := node.Do(func(ns.NetNS) error {
+		s, err := New(Config{}, nil)
+		if err != nil {
+			return err
+		}
+		bad := op{kind: opAddRule, name: "no-such-chain", rule: newRule().verdict(expr.VerdictAccept, "").done()}
+		units := []unit{{{kind: opAddTable}}, {{kind: opAddChain, name: "ok-chain", chain: &Chain{}}}, {bad},
+			{{kind: opAddChain, name: "after", chain: &Chain{}}}}
+		_, err = s.apply(context.Background(), units)
+		if err == nil || !strings.Contains(err.Error(), bad.String()) || !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("apply: %v; want ENOENT naming %q", err, bad.String())
+		}
+		if out := nftList(t); strings.Contains(out, TableName) {
+			t.Errorf("a refused transaction left the table behind:\n%s", out)
+		}
+		// The same socket path works for a good batch, acknowledged once.
+		if _, err := s.apply(context.Background(), units[:2]); err != nil {
+			t.Fatalf("good batch: %v", err)
+		}
+		if out := nftList(t); !strings.Contains(out, "chain ok-chain") {
+			t.Errorf("good batch not applied:\n%s", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSharedKeyPassesToTheNextClaimant: two Services claim the same service-ips key (one's external IP is
+// the other's ClusterIP); the first keeps it, and when it goes away a partial sync hands the key to the
+// second instead of deleting it.
+func TestSharedKeyPassesToTheNextClaimant(t *testing.T) {
+	node := testns.New(t)
+	err := node.Do(func(ns.NetNS) error {
+		a := port("a", "10.96.0.1", 80, v1.ProtocolTCP, "10.244.1.1")
+		b := port("b", "10.96.0.2", 80, v1.ProtocolTCP, "10.244.2.1")
+		b.ExternalIPs = []netip.Addr{netip.MustParseAddr("10.96.0.1")}
+		s, err := New(Config{}, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := s.Sync(context.Background(), &state.Snapshot{Ports: []*state.ServicePort{a, b}}, false); err != nil {
+			return err
+		}
+		if out := nftList(t); !strings.Contains(out, "10.96.0.1 . tcp . 80 : goto "+ServiceChain(a)) {
+			t.Errorf("first claimant a does not own 10.96.0.1:80:\n%s", out)
+		}
+		res, err := s.Sync(context.Background(), &state.Snapshot{Ports: []*state.ServicePort{b}}, false)
+		if err != nil {
+			return err
+		}
+		out := nftList(t)
+		if !strings.Contains(out, "10.96.0.1 . tcp . 80 : goto "+ExternalChain(b)) {
+			t.Errorf("after a's removal, 10.96.0.1:80 does not go to b's external chain:\n%s", out)
+		}
+		if res.Rules["elements"] != 2 {
+			t.Errorf("%d elements reported; want 2 (b's ClusterIP and external IP)", res.Rules["elements"])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -158,6 +158,9 @@ type Snapshot struct {
 	Ports []*ServicePort
 	// Problems lists Services or ports that were skipped, sorted.
 	Problems []Problem
+	// Recomputed is the number of Services computed anew (all of them without a Cache; with one, those
+	// whose Service or EndpointSlices changed since the previous Compute).
+	Recomputed int
 }
 
 // Options parameterise Compute.
@@ -174,7 +177,32 @@ const ServiceNameLabel = discovery.LabelServiceName
 // Snapshot.Problems and skipped; a service port whose slices carry no port of its name is kept with no
 // endpoints and reported too, so it REJECTs like any Service without endpoints.
 func Compute(services []*v1.Service, slices []*discovery.EndpointSlice, opts Options) *Snapshot {
-	byService := map[types.NamespacedName][]*discovery.EndpointSlice{}
+	return new(Cache).Compute(services, slices, opts)
+}
+
+// Cache makes repeated Computes incremental, as kube-proxy's change trackers do: a Service whose object and
+// EndpointSlice objects are the same pointers as in the previous Compute (informer caches replace an object
+// on every change and never modify one) keeps its ServicePorts and Problems, pointers included, so a
+// backend can skip an unchanged port by comparing pointers. The zero value is ready; a Cache is not safe
+// for concurrent use.
+type Cache struct {
+	opts    Options
+	entries map[types.NamespacedName]*cacheEntry
+}
+
+type cacheEntry struct {
+	svc      *v1.Service
+	slices   []*discovery.EndpointSlice
+	ports    []*ServicePort
+	problems []Problem
+}
+
+// Compute is the package's Compute, reusing the result of every Service unchanged since the last call.
+func (c *Cache) Compute(services []*v1.Service, slices []*discovery.EndpointSlice, opts Options) *Snapshot {
+	if c.entries == nil || c.opts != opts {
+		c.entries, c.opts = map[types.NamespacedName]*cacheEntry{}, opts
+	}
+	byService := make(map[types.NamespacedName][]*discovery.EndpointSlice, len(c.entries))
 	for _, s := range slices {
 		name := s.Labels[ServiceNameLabel]
 		if name == "" || s.AddressType != discovery.AddressTypeIPv4 {
@@ -183,15 +211,44 @@ func Compute(services []*v1.Service, slices []*discovery.EndpointSlice, opts Opt
 		key := types.NamespacedName{Namespace: s.Namespace, Name: name}
 		byService[key] = append(byService[key], s)
 	}
-	snap := &Snapshot{}
+	snap := &Snapshot{Ports: make([]*ServicePort, 0, len(services))}
+	next := make(map[types.NamespacedName]*cacheEntry, len(services))
 	for _, svc := range services {
 		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-		ports, problems := servicePorts(svc, byService[key], opts)
-		snap.Ports = append(snap.Ports, ports...)
-		snap.Problems = append(snap.Problems, problems...)
+		sl := byService[key]
+		// Lister order is a map's: sort the Service's slices by name so that the same set compares equal.
+		if len(sl) > 1 {
+			sortSlices(sl)
+		}
+		e := c.entries[key]
+		if e == nil || e.svc != svc || !equalPointers(e.slices, sl) {
+			e = &cacheEntry{svc: svc, slices: sl}
+			e.ports, e.problems = servicePorts(svc, sl, opts)
+			snap.Recomputed++
+		}
+		next[key] = e
+		snap.Ports = append(snap.Ports, e.ports...)
+		snap.Problems = append(snap.Problems, e.problems...)
 	}
+	c.entries = next
 	slicesSortFunc(snap)
 	return snap
+}
+
+func sortSlices(sl []*discovery.EndpointSlice) {
+	slices.SortFunc(sl, func(a, b *discovery.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+func equalPointers[T any](a, b []*T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func slicesSortFunc(snap *Snapshot) {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -234,5 +235,48 @@ func TestIgnoresForeignSlices(t *testing.T) {
 	snap := Compute([]*v1.Service{svc("web", nil)}, []*discovery.EndpointSlice{s6, unlabeled, otherNS}, Options{})
 	if len(snap.Ports[0].Endpoints) != 0 || snap.Ports[0].HasEndpoints() {
 		t.Errorf("endpoints from foreign slices: %v", snap.Ports[0].Endpoints)
+	}
+}
+
+// TestCacheReusesUnchangedServices: a Cache returns the very ServicePorts of Services whose objects did not
+// change, recomputes a Service whose EndpointSlice was replaced, and drops a deleted Service.
+func TestCacheReusesUnchangedServices(t *testing.T) {
+	mk := func(name, ip string) *v1.Service {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: v1.ServiceSpec{ClusterIP: ip, Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}}}
+	}
+	sl := func(svc, addr string) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: svc + "-x", Labels: map[string]string{discovery.LabelServiceName: svc}},
+			AddressType: discovery.AddressTypeIPv4,
+			Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+			Endpoints:   []discovery.Endpoint{{Addresses: []string{addr}}},
+		}
+	}
+	a, b := mk("a", "10.96.0.1"), mk("b", "10.96.0.2")
+	sa, sb := sl("a", "10.0.0.1"), sl("b", "10.0.0.2")
+	var c Cache
+	opts := Options{NodeName: "n"}
+	first := c.Compute([]*v1.Service{a, b}, []*discovery.EndpointSlice{sa, sb}, opts)
+	if first.Recomputed != 2 || len(first.Ports) != 2 {
+		t.Fatalf("first Compute: %d recomputed, %d ports; want 2, 2", first.Recomputed, len(first.Ports))
+	}
+	sb2 := sl("b", "10.0.0.3")
+	second := c.Compute([]*v1.Service{b, a}, []*discovery.EndpointSlice{sb2, sa}, opts)
+	if second.Recomputed != 1 {
+		t.Fatalf("second Compute recomputed %d Services; want 1 (b, whose slice changed)", second.Recomputed)
+	}
+	if second.Ports[0] != first.Ports[0] {
+		t.Error("unchanged Service a got a new ServicePort")
+	}
+	if second.Ports[1] == first.Ports[1] || second.Ports[1].Endpoints[0].IP.String() != "10.0.0.3" {
+		t.Errorf("changed Service b: %+v; want a new ServicePort with endpoint 10.0.0.3", second.Ports[1])
+	}
+	if full := Compute([]*v1.Service{b, a}, []*discovery.EndpointSlice{sb2, sa}, opts); !reflect.DeepEqual(full.Ports, second.Ports) {
+		t.Errorf("cached Compute differs from a fresh one:\n%+v\n%+v", second.Ports, full.Ports)
+	}
+	third := c.Compute([]*v1.Service{a}, []*discovery.EndpointSlice{sa, sb2}, opts)
+	if third.Recomputed != 0 || len(third.Ports) != 1 || third.Ports[0] != first.Ports[0] {
+		t.Errorf("after deleting b: %d recomputed, ports %+v; want 0 and a's port", third.Recomputed, third.Ports)
 	}
 }

@@ -69,6 +69,9 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopTimeout is the grace period between SIGTERM and SIGKILL on Stop; default 10 s.
 	StopTimeout time.Duration
+	// RestartBackoff is the first delay before restarting a containerd that exited, doubling on each
+	// quick exit up to MaxRestartBackoff and reset after a minute of uptime; defaults 1 s and 30 s.
+	RestartBackoff, MaxRestartBackoff time.Duration
 	// ImagesDir, when set, is imported into the k8s.io namespace by Start once the runtime answers
 	// (Importer.ImportDir: every *.tar archive, the k3s airgap convention); a missing directory imports
 	// nothing. The runtime behind an external Endpoint must be containerd for this.
@@ -121,6 +124,12 @@ func New(ctx context.Context, cfg Config) (*Supervisor, error) {
 	}
 	if s.cfg.StartTimeout <= 0 {
 		s.cfg.StartTimeout = 60 * time.Second
+	}
+	if s.cfg.RestartBackoff <= 0 {
+		s.cfg.RestartBackoff = time.Second
+	}
+	if s.cfg.MaxRestartBackoff <= 0 {
+		s.cfg.MaxRestartBackoff = 30 * time.Second
 	}
 	if s.cfg.StopTimeout <= 0 {
 		s.cfg.StopTimeout = 10 * time.Second
@@ -458,7 +467,7 @@ func (s *Supervisor) waitReady(ctx context.Context, p *process) (*cri.Client, er
 func (s *Supervisor) supervise(p *process) {
 	defer close(s.doneCh)
 	defer close(s.spawnCh)
-	backoff := time.Second
+	backoff := s.cfg.RestartBackoff
 	for {
 		select {
 		case <-s.stopCh:
@@ -470,7 +479,7 @@ func (s *Supervisor) supervise(p *process) {
 		s.proc = nil
 		s.mu.Unlock()
 		if uptime > time.Minute {
-			backoff = time.Second
+			backoff = s.cfg.RestartBackoff
 		}
 		s.log.Error("containerd exited; restarting", "pid", p.cmd.Process.Pid, "err", p.err, "uptime", uptime.Round(time.Millisecond), "backoff", backoff,
 			"last_lines", lastLogLines(s.cfg.LogFile, p.logFrom), "log", s.cfg.LogFile)
@@ -480,7 +489,7 @@ func (s *Supervisor) supervise(p *process) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
+			backoff = min(2*backoff, s.cfg.MaxRestartBackoff)
 			np, err := s.spawn()
 			if err != nil {
 				s.log.Error("containerd restart failed", "err", err, "backoff", backoff)

@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// addParamConversions registers the query-parameter decoders of the pods/log and pods/exec options (the
-// parameters kubectl logs and kubectl exec send), which k8s.io/api does not generate.
+// addParamConversions registers the query-parameter decoders of the pods/log, pods/exec and nodes/proxy
+// options (the parameters kubectl logs and kubectl exec send, the proxied subpath), which k8s.io/api does
+// not generate.
 func addParamConversions(s *runtime.Scheme) error {
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		q, o := *a.(*url.Values), b.(*corev1.PodLogOptions)
@@ -31,6 +32,12 @@ func addParamConversions(s *runtime.Scheme) error {
 			}
 			o.SinceTime = &metav1.Time{Time: t}
 		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.NodeProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.NodeProxyOptions).Path = a.(*url.Values).Get("path")
 		return nil
 	}); err != nil {
 		return err

@@ -120,6 +120,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
+	core["nodes/proxy"] = node.NewProxyREST(kubelets)
 	pods, podStore, err := pod.NewStorage(getter, kubelets)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/internal/certutil"
@@ -186,6 +187,12 @@ func New(opts Options) (*Server, error) {
 // Run serves until ctx is cancelled, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	return s.generic.PrepareRun().RunWithContext(ctx)
+}
+
+// AddReadyzChecks adds checks to /readyz (each also served as /readyz/<name>), for the components that
+// run beside the API server in one process. Call it before Run.
+func (s *Server) AddReadyzChecks(checks ...healthz.HealthChecker) error {
+	return s.generic.AddReadyzChecks(checks...)
 }
 
 // serverURL is the API server's advertised URL, https://<host>:<port>.

@@ -14,48 +14,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/cni/bridge"
-	"github.com/nodekit/nodekit/cni/config"
 	"github.com/nodekit/nodekit/cni/ipam"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
-	"github.com/nodekit/nodekit/runtime/containerd"
 	ctrd "github.com/nodekit/nodekit/test/framework/containerd"
 )
-
-// Sentinels rendered through cni/config and then turned into the containerd framework's placeholders.
-const (
-	sentinelSubnet = "10.254.254.0/24"
-	sentinelBridge = "nksentinel0"
-	sentinelData   = "/nodekit-sentinel-ipam"
-)
-
-// criConfList is the agent's conflist (cni/config) with the framework's BRIDGE, SUBNET and IPAMDIR
-// placeholders, so the private containerd gets a unique bridge, subnet and IPAM dir.
-// The cniVersion follows the containerd under test: 1.x speaks CNI up to 1.0.0.
-func criConfList(t *testing.T) []byte {
-	t.Helper()
-	bin := os.Getenv(ctrd.EnvBinary)
-	if bin == "" {
-		bin = "containerd"
-	}
-	v, err := containerd.DetectVersion(t.Context(), bin)
-	if err != nil {
-		t.Fatalf("containerd version: %v", err)
-	}
-	cniVersion := config.CNIVersion
-	if v.Major < 2 {
-		cniVersion = "1.0.0"
-	}
-	t.Logf("containerd %s: conflist cniVersion %s", v, cniVersion)
-	b, err := config.Render(config.Options{
-		NetworkName: "nk-cri-" + sentinelBridge, PodCIDR: sentinelSubnet, ClusterCIDR: sentinelSubnet,
-		Bridge: sentinelBridge, DataDir: sentinelData, CNIVersion: cniVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []byte(strings.NewReplacer(sentinelSubnet, "SUBNET", sentinelBridge, "BRIDGE", sentinelData, "IPAMDIR").Replace(string(b)))
-}
 
 // TestCRIPodOnNodekitCNI: containerd's CRI runs a pod sandbox through nodekit-cni (not the reference
 // bridge): the pod IP comes from nodekit's IPAM on nodekit's veth, the demo server answers on the pod IP,
@@ -85,7 +48,7 @@ func TestCRIPodOnNodekitCNI(t *testing.T) {
 			t.Errorf("masquerade cleanup: %v", err)
 		}
 	})
-	rt = ctrd.Start(t, ctrd.Options{CNIBinDirs: []string{binDir, "/usr/lib/cni"}, ConfList: criConfList(t)})
+	rt = ctrd.Start(t, ctrd.Options{CNIBinDirs: []string{binDir, "/usr/lib/cni"}, ConfList: ctrd.NodekitConfList(t)})
 	if rt.Bridge == "" || rt.Subnet == "" {
 		t.Fatalf("the containerd framework did not assign a bridge and subnet: %q %q", rt.Bridge, rt.Subnet)
 	}

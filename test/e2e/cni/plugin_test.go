@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodekit/nodekit/cni/bridge"
@@ -265,6 +266,48 @@ func TestGCFreesLeakedIPs(t *testing.T) {
 	out, _ := e.node.Command(context.Background(), "iptables", "-t", "nat", "-S").CombinedOutput()
 	if strings.Contains(string(out), hpChain) {
 		t.Errorf("GC left the hostPort chain %s of a stale attachment:\n%s", hpChain, out)
+	}
+}
+
+// TestGCRemovesStaleNetNS: an allocation record (the documented ips/<ip> format) whose attachment is not
+// valid has its network namespace unmounted and removed by GC; a path that is not a namespace mount is
+// left alone.
+func TestGCRemovesStaleNetNS(t *testing.T) {
+	e := newEnv(t, nil, "10.244.7.0/24", "10.244.0.0/16")
+	stale, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.Close()
+	t.Cleanup(func() {
+		if _, err := os.Stat(stale.Path()); err == nil {
+			_ = testutils.UnmountNS(stale)
+		}
+	})
+	plain := filepath.Join(t.TempDir(), "not-a-netns")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ips := filepath.Join(e.opts.DataDir, e.opts.NetworkName, "ips")
+	if err := os.MkdirAll(ips, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for ip, rec := range map[string]string{"10.244.7.200": "gone-1\neth0\n" + stale.Path() + "\n", "10.244.7.201": "gone-2\neth0\n" + plain + "\n"} {
+		if err := os.WriteFile(filepath.Join(ips, ip), []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.node.Do(func() error { return e.rt.GC(ctx(t), nil) }); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, err := os.Stat(stale.Path()); !os.IsNotExist(err) {
+		t.Errorf("GC left the stale attachment's network namespace %s: %v", stale.Path(), err)
+	}
+	if _, err := os.Stat(plain); err != nil {
+		t.Errorf("GC removed %s, which is not a network namespace: %v", plain, err)
+	}
+	if all, err := e.store().List(); err != nil || len(all) != 0 {
+		t.Errorf("after GC the store holds %+v (%v), want nothing", all, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package explain_test breaks pods in many ways on one real cluster — embedded etcd and the API server,
 // the bundled scheduler and EndpointSlice controller, a real kubelet with the probe manager and node
-// status (the production agent, agent.Run) on a private containerd — and checks that `nodekit explain`
+// status and the service proxy (the production agent, agent.Run; the proxy's rules go to a network
+// namespace of the test's) on a private containerd — and checks that `nodekit explain`
 // names the step each is stuck at. A second Node object ("ghost") has no kubelet: it stays NotReady with the not-ready taint, the way
 // a dead node looks, so the scheduler sees two nodes.
 package explain_test
@@ -10,11 +11,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/testutils"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -23,12 +28,16 @@ import (
 	"github.com/nodekit/nodekit/controlplane/scheduler"
 	"github.com/nodekit/nodekit/explain"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/proxy"
 	agentfw "github.com/nodekit/nodekit/test/framework/agent"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 const ns = "default"
+
+// proxySyncPeriod is the node proxy's --min-sync-period and --sync-period.
+const proxySyncPeriod = 4 * time.Second
 
 // cluster is the control plane, one real node and one ghost node.
 type cluster struct {
@@ -72,6 +81,32 @@ func startCluster(t *testing.T) *cluster {
 
 	cfg := agentfw.Config(t, c.node, c.rt, c.api)
 	cfg.Logger = log
+	// The API server reaches the kubelet API (pods/log, the proxy status) on the node's InternalIP and
+	// verifies its serving certificate against the cluster CA.
+	cfg.NodeIP = "127.0.0.1"
+	kp, err := apiserver.IssueKubeletServingCert(c.api.DataDir, c.node, net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	cfg.Kubelet.TLSCertFile, cfg.Kubelet.TLSPrivateKeyFile = filepath.Join(certDir, "kubelet.crt"), filepath.Join(certDir, "kubelet.key")
+	if err := os.WriteFile(cfg.Kubelet.TLSCertFile, kp.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Kubelet.TLSPrivateKeyFile, kp.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The node's proxy runs, writing its rules into a namespace of the test's own; it syncs every
+	// proxySyncPeriod and never sooner, so a change stays unprogrammed for a while after a sync.
+	proxyNS, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxyNS.Close(); _ = testutils.UnmountNS(proxyNS) })
+	cfg.DisableProxy, cfg.ProxyMetricsAddr, cfg.ProxyHealthzAddr = false, "", ""
+	cfg.TuneProxy = func(pc *proxy.Config) {
+		pc.NetNS, pc.MinSyncPeriod, pc.SyncPeriod = proxyNS, proxySyncPeriod, proxySyncPeriod
+	}
 	cfg.Kubelet.CgroupRoot = cgroupRoot
 	cfg.Kubelet.NodeStatusUpdateFrequency = metav1.Duration{Duration: time.Second}
 	cfg.TuneKubelet = func(k *kubelet.Config) {

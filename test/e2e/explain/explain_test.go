@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/explain"
 	"github.com/nodekit/nodekit/images/bundled"
+	"github.com/nodekit/nodekit/internal/proxystatus"
 )
 
 // demoPod is the demo server (HTTP :8080) labelled app=name, scheduled by the scheduler.
@@ -106,6 +108,7 @@ func TestExplainBrokenPods(t *testing.T) {
 		t.Run("FailingLiveness", func(t *testing.T) { t.Parallel(); failingLiveness(t, c) })
 		t.Run("MissingConfigMap", func(t *testing.T) { t.Parallel(); missingConfigMap(t, c) })
 		t.Run("ServiceSelectorTypo", func(t *testing.T) { t.Parallel(); selectorTypo(t, c) })
+		t.Run("ProxyNotProgrammed", func(t *testing.T) { t.Parallel(); proxyNotProgrammed(t, c) })
 		t.Run("NodeNotReady", func(t *testing.T) { t.Parallel(); nodeNotReady(t, c) })
 		t.Run("TerminatingOnFinalizer", func(t *testing.T) { t.Parallel(); finalizer(t, c) })
 	})
@@ -179,7 +182,12 @@ func badImage(t *testing.T, c *cluster) {
 	p := demoPod("badimage")
 	p.Spec.Containers[0].Image = bundled.Registry + "/demo-server:v9"
 	c.create(t, p)
-	r := c.waitPod(t, p.Name, "ImagePullBackOff", "image "+bundled.Registry+"/demo-server:v9 ")
+	// The kubelet alternates between ErrImagePull (a pull failing) and ImagePullBackOff (waiting for the
+	// next); both name the image pull.
+	r := c.waitPod(t, p.Name, "", "image "+bundled.Registry+"/demo-server:v9 not on the node and its registry is unreachable")
+	if r.Verdict.Step != "ImagePullBackOff" && r.Verdict.Step != "ErrImagePull" {
+		t.Errorf("verdict step %q, want ImagePullBackOff or ErrImagePull", r.Verdict.Step)
+	}
 	if !hasStep(r, explain.ComponentKubelet, "Pulling") {
 		t.Errorf("timeline lacks the kubelet's Pulling")
 	}
@@ -193,14 +201,17 @@ func crashLoop(t *testing.T, c *cluster) {
 	if !hasStep(r, explain.ComponentKubelet, "container demo exited") {
 		t.Errorf("timeline lacks the last termination")
 	}
-	// The kubelet API (pods/log) is optional; on this harness no kubelet server runs, and the fetch
-	// stays within its bound.
+	// The log tail comes through the kubelet API (pods/log), within its bound.
+	r = c.waitPod(t, p.Name, "CrashLoopBackOff", "container demo exits with code 3", "last log line: ")
+	if !hasStep(r, explain.ComponentRuntime, "logs demo") {
+		t.Errorf("timeline lacks the log tail")
+	}
 	start := time.Now()
 	if _, err := c.explainer.Pod(context.Background(), ns, p.Name); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > explain.DefaultLogTimeout+3*time.Second {
-		t.Errorf("explain with an unreachable kubelet API took %v, bound %v", took, explain.DefaultLogTimeout)
+		t.Errorf("explain with the kubelet API's log fetch took %v, bound %v", took, explain.DefaultLogTimeout)
 	}
 }
 
@@ -310,4 +321,73 @@ func nodekitBinary(t *testing.T) string {
 		t.Fatalf("%v: run `make build` first (or set NODEKIT_BIN)", err)
 	}
 	return b
+}
+
+// proxyStatus is the node's proxy status as explain reads it: through the API server's nodes/proxy.
+func (c *cluster) proxyStatus(t *testing.T) proxystatus.Status {
+	t.Helper()
+	b, err := c.client.CoreV1().RESTClient().Get().Resource("nodes").Name(c.node).SubResource("proxy").
+		Suffix(proxystatus.Path).DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("proxy status of node %s: %v", c.node, err)
+	}
+	var st proxystatus.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// proxyNotProgrammed: a Service over the healthy pod is programmed by the node's proxy; changed right
+// after a sync, it is not (the proxy waits proxySyncPeriod between syncs), and the verdict names the node,
+// its last sync and the resourceVersions; after the next sync it is programmed again.
+func proxyNotProgrammed(t *testing.T, c *cluster) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "lagging", Namespace: ns}, Spec: v1.ServiceSpec{
+		Selector: map[string]string{"app": "healthy"}, Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}
+	if _, err := c.client.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	explainSvc := func() (*explain.Report, error) { return c.explainer.Service(context.Background(), ns, "lagging") }
+	r := waitVerdict(t, 90*time.Second, "Ready", explainSvc, "Service has 1 ready endpoints")
+	programmed := false
+	for _, s := range r.Steps {
+		programmed = programmed || (s.Component == explain.ComponentProxy && s.Step == "node "+c.node && s.OK &&
+			strings.HasPrefix(s.Detail, "programmed default/lagging (resourceVersion "))
+	}
+	if !programmed {
+		t.Fatalf("no programmed step for node %s: %+v", c.node, r.Steps)
+	}
+
+	// Right after a sync, change the Service: the next sync is proxySyncPeriod away.
+	before := c.proxyStatus(t).LastSync
+	deadline := time.Now().Add(3 * proxySyncPeriod)
+	for !c.proxyStatus(t).LastSync.After(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy did not sync within %v", 3*proxySyncPeriod)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := c.proxyStatus(t)
+	old := st.Find(ns, "lagging")
+	if old == nil || st.Mode != "iptables" {
+		t.Fatalf("status lacks default/lagging or the mode: %+v", st)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"lab":"changed"}}}`)
+	changed, err := c.client.CoreV1().Services(ns).Patch(context.Background(), "lagging", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = explainSvc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b, false)
+	t.Logf("nodekit explain service lagging, %v after a sync:\n%s", time.Since(st.LastSync).Round(time.Millisecond), b.String())
+	want := fmt.Sprintf("node %s's proxy has not programmed Service default/lagging at resourceVersion %s, only %s (last sync %s, Service changed ",
+		c.node, changed.ResourceVersion, old.ResourceVersion, st.LastSync.Local().Format("15:04:05"))
+	if !r.Verdict.Stuck || r.Verdict.Step != "ProxyNotProgrammed" || !strings.HasPrefix(r.Verdict.Message, want) {
+		t.Fatalf("verdict %+v, want a message starting %q", r.Verdict, want)
+	}
+	waitVerdict(t, 3*proxySyncPeriod, "Ready", explainSvc, "Service has 1 ready endpoints")
 }

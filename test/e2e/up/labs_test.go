@@ -3,11 +3,13 @@ package up
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -112,7 +114,8 @@ func TestParseLab(t *testing.T) {
 
 // TestLabs brings up one cluster with `nodekit up` and runs every docs/labs/*.md in name order: each sh
 // block in bash -e with the environment the labs' README sets up (DATA_DIR, KUBECONFIG,
-// ETCDCTL_ENDPOINTS, LAB_TMP, nodekit first in PATH), its output matched against the expect block.
+// ETCDCTL_ENDPOINTS, LAB_TMP, LAB_DATA_DIR and LAB_UP_FLAGS for a lab's own `nodekit lab up`, nodekit
+// first in PATH), its output matched against the expect block.
 func TestLabs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("nodekit up needs root (containerd, netns, iptables)")
@@ -136,7 +139,7 @@ func TestLabs(t *testing.T) {
 			}
 		}
 	}
-	for _, tool := range []string{"kubectl", "etcdctl", "curl"} {
+	for _, tool := range []string{"kubectl", "etcdctl", "curl", "jq", "nft", "conntrack", "iptables-save", "nsenter", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the labs need %s: %v", tool, err)
 		}
@@ -147,8 +150,33 @@ func TestLabs(t *testing.T) {
 	e.startUp(t)
 	client := e.client(t)
 	e.waitDemoReady(t, client, 3, nil)
+	// A lab that needs several nodes starts `nodekit lab up --data-dir $LAB_DATA_DIR $LAB_UP_FLAGS` itself
+	// (on names, subnets and ports of this run); whatever it leaves is taken down here, also on failure.
+	// The data dir is short: containerd's socket path must fit in sun_path.
+	labBase, err := os.MkdirTemp("", "nklabs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	labData := filepath.Join(labBase, "lab")
+	t.Cleanup(func() {
+		if _, err := os.Stat(labData); err == nil {
+			if out, err := exec.Command(filepath.Join(bin, "nodekit"), "lab", "--data-dir", labData, "down").CombinedOutput(); err != nil {
+				t.Errorf("nodekit lab down: %v\n%s", err, out)
+			}
+		}
+		os.RemoveAll(labBase)
+	})
+	labFlags := []string{"--prefix", fmt.Sprintf("nkls%d", rand.IntN(1000)), "--subnet", fmt.Sprintf("172.31.%d.0/24", rand.IntN(250)+1),
+		"--secure-port", strconv.Itoa(freePort(t)), "--etcd-listen-client", "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"--cluster-cidr", fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(50)),
+		"--service-cluster-ip-range", fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250)),
+		"--images-dir", e.images, "--component-log-level", "error"}
+	if e.containerd != "" {
+		labFlags = append(labFlags, "--containerd", e.containerd)
+	}
 	env := append(os.Environ(), "DATA_DIR="+e.dataDir, "KUBECONFIG="+server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig,
 		"ETCDCTL_API=3", "ETCDCTL_ENDPOINTS=http://"+e.etcdAddr, "LAB_TMP="+t.TempDir(),
+		"LAB_DATA_DIR="+labData, "LAB_UP_FLAGS="+strings.Join(labFlags, " "),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	for _, l := range labs {

@@ -98,6 +98,13 @@ func TestServerNotifiesSystemd(t *testing.T) {
 	if err != nil || string(body) != "ok" {
 		t.Fatalf("after READY=1, /readyz = %q, %v; want \"ok\"\n%s", body, err, tail(stderr.String(), 40))
 	}
+	// The in-process control loops are among the checks.
+	for _, check := range []string{server.SchedulerLoop, server.ControllerManagerLoop} {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz/" + check).DoRaw(context.Background())
+		if err != nil || string(body) != "ok" {
+			t.Errorf("/readyz/%s = %q, %v; want \"ok\"", check, body, err)
+		}
+	}
 
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	expect("STOPPING=1", time.Minute)

@@ -172,6 +172,7 @@ type env struct {
 	podLogsDir              string
 	apiPort, kubeletPort    int
 	etcdAddr, proxyMetrics  string
+	proxyHealthz            string
 	serviceCIDR, podCIDR    string
 	serviceNet              *net.IPNet
 	nodeName                string
@@ -190,6 +191,7 @@ func newEnv(t *testing.T, bin, images string) *env {
 		dataDir: filepath.Join(base, "data"), cniConfDir: filepath.Join(base, "net.d"), podLogsDir: filepath.Join(base, "pods"),
 		apiPort: freePort(t), kubeletPort: freePort(t), etcdAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		proxyMetrics: "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		proxyHealthz: "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		// Unique ranges so that this run's rules and routes never match another test's.
 		serviceCIDR: fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), n), podCIDR: fmt.Sprintf("10.%d.0.0/16", 200+rand.IntN(50)),
 		nodeName: fmt.Sprintf("nkup-%d", rand.IntN(1e6)),
@@ -212,7 +214,7 @@ func (e *env) upArgs() []string {
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(e.apiPort), "--etcd-listen-client", e.etcdAddr,
 		"--service-cluster-ip-range", e.serviceCIDR, "--cluster-cidr", e.podCIDR,
 		"--kubelet-address", "127.0.0.1", "--kubelet-port", strconv.Itoa(e.kubeletPort),
-		"--proxy-metrics-bind-address", e.proxyMetrics, "--images-dir", e.images,
+		"--proxy-metrics-bind-address", e.proxyMetrics, "--proxy-healthz-bind-address", e.proxyHealthz, "--images-dir", e.images,
 		"--cni-conf-dir", e.cniConfDir, "--pod-logs-dir", e.podLogsDir,
 		"--node-timeout", "3m", "--demo-timeout", "3m", "--component-log-level", "error"}
 	if e.containerd != "" {

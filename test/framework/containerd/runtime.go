@@ -55,6 +55,10 @@ type Options struct {
 	// NoNetwork writes no CNI config at all: the caller writes one into CNIConfDir later (containerd
 	// reloads the directory when it changes). Pods fail to start until then.
 	NoNetwork bool
+	// RestartBackoff, if set, is the supervisor's delay before every restart of a killed containerd
+	// (containerd.Config.RestartBackoff and MaxRestartBackoff; default 1 s doubling to 30 s): tests
+	// killing it often set it small.
+	RestartBackoff time.Duration
 	// SkipImport leaves the image store empty (no bundled images, not even the pause image).
 	SkipImport bool
 	// Logger receives the supervisor's log lines (containerd's own output goes to containerd.log in the
@@ -146,7 +150,7 @@ func New(opts Options) (_ *Runtime, err error) {
 	defer cancel()
 	sup, err := containerd.New(ctx, containerd.Config{
 		Dir: dir, Binary: binary, CNIBinDirs: opts.CNIBinDirs, CNIConfDir: r.CNIConfDir,
-		Logger: logger.With("containerd_dir", dir), StopTimeout: 10 * time.Second,
+		Logger: logger.With("containerd_dir", dir), StopTimeout: 10 * time.Second, RestartBackoff: opts.RestartBackoff, MaxRestartBackoff: opts.RestartBackoff,
 	})
 	if err != nil {
 		return nil, err
