@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, Job, EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/clusterroleaggregation"
 	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
+	"github.com/nodekit/nodekit/controlplane/controllers/disruption"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
 	"github.com/nodekit/nodekit/controlplane/controllers/job"
@@ -50,13 +51,14 @@ const (
 	RootCAPublisher  = "root-ca-cert-publisher"
 	DaemonSet        = "daemonset"
 	Job              = "job"
+	Disruption       = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, ClusterRoleAggregation}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -187,6 +189,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = daemonset.New(client, factory, log)
 		case Job:
 			r, err = job.New(client, factory, nil, log)
+		case Disruption:
+			r, err = disruption.New(client, factory, nil, log)
 		case ClusterRoleAggregation:
 			r, err = clusterroleaggregation.New(client, factory, log)
 		}

@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -50,6 +51,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/policy"
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
@@ -176,6 +178,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, err
 	}
+	policyStorage, pdbStore, err := policy.NewStorage(getter)
+	if err != nil {
+		return nil, err
+	}
+	core["pods/eviction"] = pod.NewEvictionREST(podStore, pdbStore, policyStorage["poddisruptionbudgets/status"].(rest.Updater))
 	csrStorage, err := certificates.NewStorage(getter)
 	if err != nil {
 		return nil, err
@@ -214,6 +221,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
+		policyv1.GroupName: policyStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {

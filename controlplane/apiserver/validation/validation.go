@@ -6,8 +6,6 @@ package validation
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -217,14 +215,10 @@ func rollingUpdate(st appsv1.DeploymentStrategy, p *field.Path) field.ErrorList 
 			continue
 		}
 		fp := rp.Child(v.name)
-		n, isPercent := v.val.IntValue(), v.val.Type == intstr.String
-		if isPercent {
-			pct, ok := strings.CutSuffix(v.val.StrVal, "%")
-			var err error
-			if n, err = strconv.Atoi(pct); !ok || err != nil {
-				errs = append(errs, field.Invalid(fp, v.val.StrVal, "must be an integer or a percentage (e.g. '25%')"))
-				continue
-			}
+		n, isPercent, err := intOrPercent(v.val, fp)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		switch {
 		case n < 0:
