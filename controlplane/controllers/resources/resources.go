@@ -9,9 +9,12 @@ import (
 	"errors"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,10 +125,13 @@ func listMeta[T metav1.Object, L runtime.Object](ctx context.Context, tc typed[T
 }
 
 var (
-	core  = v1.SchemeGroupVersion
-	apps  = appsv1.SchemeGroupVersion
-	disco = discoveryv1.SchemeGroupVersion
-	coord = coordinationv1.SchemeGroupVersion
+	core   = v1.SchemeGroupVersion
+	apps   = appsv1.SchemeGroupVersion
+	disco  = discoveryv1.SchemeGroupVersion
+	coord  = coordinationv1.SchemeGroupVersion
+	batch  = batchv1.SchemeGroupVersion
+	policy = policyv1.SchemeGroupVersion
+	rbac   = rbacv1.SchemeGroupVersion
 )
 
 // All returns the kinds of nodekit's bundled API server, workloads first (so a namespace's
@@ -211,6 +217,43 @@ func All() []Kind {
 			func(c kubernetes.Interface, ns string) typed[*v1.Event, *v1.EventList] { return c.CoreV1().Events(ns) },
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().Events().Informer()
+			}),
+		kind(apps.WithKind("ControllerRevision"), "controllerrevisions", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {
+				return c.AppsV1().ControllerRevisions(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().ControllerRevisions().Informer()
+			}),
+		kind(batch.WithKind("Job"), "jobs", true,
+			func(c kubernetes.Interface, ns string) typed[*batchv1.Job, *batchv1.JobList] {
+				return c.BatchV1().Jobs(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Batch().V1().Jobs().Informer()
+			}),
+		kind(policy.WithKind("PodDisruptionBudget"), "poddisruptionbudgets", true,
+			func(c kubernetes.Interface, ns string) typed[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList] {
+				return c.PolicyV1().PodDisruptionBudgets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Policy().V1().PodDisruptionBudgets().Informer()
+			}),
+		// Roles and RoleBindings go with their namespace: bindings match subjects by name, so ones left
+		// behind would grant their permissions again to a namespace created later under the same name.
+		kind(rbac.WithKind("Role"), "roles", true,
+			func(c kubernetes.Interface, ns string) typed[*rbacv1.Role, *rbacv1.RoleList] {
+				return c.RbacV1().Roles(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Rbac().V1().Roles().Informer()
+			}),
+		kind(rbac.WithKind("RoleBinding"), "rolebindings", true,
+			func(c kubernetes.Interface, ns string) typed[*rbacv1.RoleBinding, *rbacv1.RoleBindingList] {
+				return c.RbacV1().RoleBindings(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Rbac().V1().RoleBindings().Informer()
 			}),
 		kind(core.WithKind("Node"), "nodes", false,
 			func(c kubernetes.Interface, _ string) typed[*v1.Node, *v1.NodeList] { return c.CoreV1().Nodes() },

@@ -6,10 +6,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestNamespaceDeletionPodsFirst is upstream's OrderedNamespaceDeletion conformance spec against the
@@ -72,4 +77,76 @@ func TestNamespaceDeletionPodsFirst(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNamespaceDeletionRemovesEveryNamespacedKind deletes a namespace holding a Role, a RoleBinding, a
+// Job, a PodDisruptionBudget and a ControllerRevision, recreates it under the same name and expects none
+// of them back: a RoleBinding left in etcd would grant its permissions again to the new namespace, since
+// bindings match subjects by name.
+func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	const ns = "reused"
+	create := func() {
+		t.Helper()
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create()
+	meta := metav1.ObjectMeta{Name: "x"}
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: meta,
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "x"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := intstr.FromInt32(1)
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: meta,
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.AppsV1().ControllerRevisions(ns).Create(ctx, &appsv1.ControllerRevision{ObjectMeta: meta, Revision: 1}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	suspend := true
+	if _, err := c.Client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Suspend: &suspend,
+		Template: v1.PodTemplateSpec{Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "namespace removed", func() error {
+		if _, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace still there: %v", err)
+		}
+		return nil
+	})
+	create()
+	gets := map[string]func() error{
+		"role": func() error { _, err := c.Client.RbacV1().Roles(ns).Get(ctx, "x", metav1.GetOptions{}); return err },
+		"rolebinding": func() error {
+			_, err := c.Client.RbacV1().RoleBindings(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"poddisruptionbudget": func() error {
+			_, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"controllerrevision": func() error {
+			_, err := c.Client.AppsV1().ControllerRevisions(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"job": func() error { _, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "x", metav1.GetOptions{}); return err },
+	}
+	for kind, get := range gets {
+		if err := get(); !apierrors.IsNotFound(err) {
+			t.Errorf("%s %s/x survived the deletion of its namespace: %v", kind, ns, err)
+		}
+	}
 }
