@@ -39,6 +39,7 @@ import (
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/server"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 	"github.com/nodekit/nodekit/test/framework/netns"
 )
@@ -137,6 +138,13 @@ func startEnv() (*env, error) {
 	if c := os.Getenv("NODEKIT_CONTAINERD"); c != "" {
 		args = append(args, "--containerd", c)
 	}
+	// test/framework/agent's harness kubelet settings: the host disk's fill level never taints the node.
+	kubeletConfig, err := fwagent.WriteKubeletConfig(base)
+	if err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	args = append(args, "--kubelet-config", kubeletConfig)
 	if e.upLog, err = os.Create(filepath.Join(base, "up.log")); err != nil {
 		return nil, err
 	}

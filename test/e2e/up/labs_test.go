@@ -203,15 +203,6 @@ func TestLabs(t *testing.T) {
 	// CoreDNS forwards nothing off this host.
 	e.writeResolvConf(t)
 	e.bindAddress = "0.0.0.0"
-	// The host's disk is shared with other work and its fill level is no lab's business (as in
-	// test/framework/agent): no image GC, and only a memory eviction threshold, else a disk past
-	// upstream's imagefs.available<15% taints the node with disk-pressure and no demo pod is scheduled.
-	kubeletConfig := filepath.Join(t.TempDir(), "kubelet.yaml")
-	if err := os.WriteFile(kubeletConfig, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
-		"imageGCHighThresholdPercent: 100\nevictionHard:\n  memory.available: 100Mi\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.extraArgs = append(e.extraArgs, "--kubelet-config", kubeletConfig)
 	e.startUp(t)
 	client := e.client(t)
 	e.waitDemoReady(t, client, 3, nil)

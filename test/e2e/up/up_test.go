@@ -42,6 +42,7 @@ import (
 	proxyipt "github.com/nodekit/nodekit/proxy/iptables"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/server"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -192,6 +193,9 @@ type env struct {
 	// resolvConf is the kubelet's --resolv-conf (writeResolvConf); extraArgs are added to up's flags.
 	resolvConf string
 	extraArgs  []string
+	// kubeletConfig is up's --kubelet-config: the harness settings of test/framework/agent (no image GC,
+	// only a memory eviction threshold), so the host disk's fill level never taints the node.
+	kubeletConfig string
 	// bindAddress is the API server\'s --bind-address (default 127.0.0.1).
 	bindAddress    string
 	purged, dumped bool
@@ -215,6 +219,9 @@ func newEnv(t *testing.T, bin, images string) *env {
 		nodeName: fmt.Sprintf("nkup-%d", rand.IntN(1e6)),
 	}
 	_, e.serviceNet, _ = net.ParseCIDR(e.serviceCIDR)
+	if e.kubeletConfig, err = fwagent.WriteKubeletConfig(base); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if !e.purged {
 			if t.Failed() {
@@ -245,6 +252,7 @@ func (e *env) upArgs() []string {
 	if e.resolvConf != "" {
 		args = append(args, "--resolv-conf", e.resolvConf)
 	}
+	args = append(args, "--kubelet-config", e.kubeletConfig)
 	return append(args, e.extraArgs...)
 }
 

@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,13 +42,32 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
 	k.Address, k.Port = "127.0.0.1", int32(port)
-	// The host's disks are shared with other work and their fill level is no test's business: with
-	// upstream's defaults (image GC at 85 % use, evictionHard imagefs.available<15 %) a full CI disk
-	// would remove images and evict pods under every test. Tests of those set their own thresholds.
-	noGC := int32(100)
+	noGC := NoImageGCPercent
 	k.ImageGCHighThresholdPercent = &noGC
-	k.EvictionHard = map[string]string{"memory.available": "100Mi"}
+	k.EvictionHard = map[string]string{"memory.available": MemoryEvictionHard}
 	return c
+}
+
+// The kubelet settings every harness node runs with. The host's disks are shared with other work and
+// their fill level is no test's business: with upstream's defaults (image GC at 85 % use, evictionHard
+// imagefs.available<15 %) a full CI disk would remove images and evict pods, and the disk-pressure taint
+// would keep every pod off the node, under every test. The tests of image GC and eviction set their own
+// thresholds.
+const (
+	// NoImageGCPercent is imageGCHighThresholdPercent: GC never starts.
+	NoImageGCPercent = int32(100)
+	// MemoryEvictionHard is the only evictionHard threshold: memory.available<100Mi.
+	MemoryEvictionHard = "100Mi"
+)
+
+// WriteKubeletConfig writes a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) holding the
+// harness settings above into dir and returns its path, for harnesses that start `nodekit up`
+// (its --kubelet-config). Errors are the file's write error.
+func WriteKubeletConfig(dir string) (string, error) {
+	path := filepath.Join(dir, "kubelet-config.yaml")
+	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"imageGCHighThresholdPercent: %d\nevictionHard:\n  memory.available: %s\n", NoImageGCPercent, MemoryEvictionHard)
+	return path, os.WriteFile(path, []byte(body), 0o644)
 }
 
 // CgroupRoot returns /nodekit-<name>, the pods' cgroup root of a test node, and registers its removal
