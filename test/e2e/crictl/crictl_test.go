@@ -633,7 +633,7 @@ func TestImagesRemoveAndLoad(t *testing.T) {
 	// --pinned adds a PINNED column (containerd 1.6 reports false for every image, 1.7+ honours the
 	// pinned label the importer sets).
 	header, rows := tableRows(t, c.must("images", "--pinned"))
-	if len(header) != 5 || header[4] != "PINNED" || len(rows) != 3 || !regexp.MustCompile(`^(true|false)$`).MatchString(rows[0][4]) {
+	if len(header) != 5 || header[4] != "PINNED" || len(rows) != len(bundled.All) || !regexp.MustCompile(`^(true|false)$`).MatchString(rows[0][4]) {
 		t.Errorf("images --pinned: %q %q", header, rows)
 	}
 	// A pull from a registry that does not exist fails with the runtime's reason.

@@ -111,6 +111,11 @@ func startEnv() (*env, error) {
 		nodeName: fmt.Sprintf("nkflt-%d", rand.IntN(1e6)), uids: map[string]string{}}
 	if e.bin = os.Getenv("NODEKIT_BIN"); e.bin == "" {
 		e.bin = filepath.Join(base, "bin")
+		// go build -o with several packages needs an existing directory.
+		if err := os.MkdirAll(e.bin, 0o755); err != nil {
+			os.RemoveAll(base)
+			return nil, err
+		}
 		out, err := exec.Command("go", "build", "-o", e.bin, "github.com/nodekit/nodekit/cmd/nodekit", "github.com/nodekit/nodekit/cmd/nodekit-cni").CombinedOutput()
 		if err != nil {
 			os.RemoveAll(base)
