@@ -81,6 +81,10 @@ type Config struct {
 	// ResolvConf is the kubelet's resolver file for dnsPolicy Default pods, CoreDNS's included (its
 	// upstream servers); default /etc/resolv.conf.
 	ResolvConf string
+	// KubeletConfig is a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) the agent reads with
+	// --config, for the kubelet fields no flag of up sets (evictionHard, imageGCHighThresholdPercent, ...);
+	// empty: none.
+	KubeletConfig string
 	// Demo applies examples.Demo once the node is Ready (nodekit up's default).
 	Demo bool
 	// Timeouts: for the API server to answer, the Node to turn Ready, and the demo to be available.
@@ -389,7 +393,7 @@ func (c *Cluster) agentConfig(kubeconfig string) agent.Config {
 	a := agent.Default()
 	a.DataDir, a.Kubeconfig, a.NodeName, a.NodeIP = cfg.DataDir, kubeconfig, cfg.NodeName, cfg.NodeIP
 	a.ImagesDir, a.CNIConfDir, a.ClusterCIDR, a.ProxyMetricsAddr = cfg.ImagesDir, cfg.CNIConfDir, cfg.ClusterCIDR, cfg.ProxyMetricsAddr
-	a.ProxyHealthzAddr = cfg.ProxyHealthzAddr
+	a.ProxyHealthzAddr, a.KubeletConfigFile = cfg.ProxyHealthzAddr, cfg.KubeletConfig
 	a.Kubelet.Address, a.Kubelet.Port, a.Kubelet.PodLogsDir = cfg.KubeletAddress, int32(cfg.KubeletPort), cfg.PodLogsDir
 	cfg.kubeletDNS(&a)
 	return a

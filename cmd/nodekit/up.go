@@ -88,6 +88,7 @@ func bindUpFlags(f *pflag.FlagSet, cfg *cluster.Config) {
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary for the managed runtime (default: containerd from PATH)")
 	f.StringSliceVar(&cfg.Disable, "disable", nil, "add-ons the server does not install (and removes if installed): "+strings.Join(addons.Names, ","))
 	f.StringVar(&cfg.ResolvConf, "resolv-conf", "", "the kubelet's resolver file for dnsPolicy Default pods, CoreDNS's upstream servers included (default /etc/resolv.conf)")
+	f.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) for the kubelet fields no flag sets, e.g. evictionHard")
 	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 3*time.Minute, "how long to wait for the node to be Ready")
 	f.DurationVar(&cfg.DemoTimeout, "demo-timeout", 3*time.Minute, "how long to wait for the demo Deployment to be available")
 }
