@@ -57,14 +57,19 @@ RACE_PKGS ?= ./internal/... ./kubelet/config/... ./kubelet/fieldpath/... ./kubel
 test-race:
 	$(GO) test -race -count=1 -p 2 -timeout 15m $(RACE_PKGS)
 
-# The containerd 2.x leg: runtime, crictl, CNI, probes and up e2e (./kubelet/ waits on its TestStartErrors,
-# which on 2.x never reports ImagePullBackOff within its minute) against containerd
-# $(CONTAINERD2_VERSION), built into $(CONTAINERD2_DIR) first when absent.
+# The containerd 2.x leg: runtime, crictl, CNI, probes and up e2e, plus the kubelet e2e tests where the
+# runtime's behaviour shows (CONTAINERD2_KUBELET_RUN: pod lifecycle and restart policies, start errors,
+# init/sidecar containers with exec, graceful termination and hooks, probes, adoption of running pods
+# after a kubelet restart, static pods; the whole ./kubelet/ package takes over 6 min) against
+# containerd $(CONTAINERD2_VERSION), built into $(CONTAINERD2_DIR) first when absent.
 CONTAINERD2_PKGS ?= ./runtime/... ./crictl/... ./test/framework/containerd/... ./test/e2e/runtime/... ./test/e2e/crictl/... \
 	./test/e2e/cni/... ./test/e2e/probes/... ./test/e2e/up/...
+CONTAINERD2_KUBELET_RUN ?= ^(TestRestartPolicies|TestStartErrors|TestInitAndSidecarContainers|TestGracefulTermination|TestHostPortAndHTTPHooks|TestProbeHook|TestRestartAdoptsRunningPods|TestStaticPods)$$
 test-containerd2: build containerd2
 	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
 		$(GO) test $(GOTEST_FLAGS) $(CONTAINERD2_PKGS)
+	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
+		$(GO) test $(GOTEST_FLAGS) -run '$(CONTAINERD2_KUBELET_RUN)' ./kubelet/
 
 # Builds containerd $(CONTAINERD2_VERSION) (cgo: gcc from install-deps; modules from the proxy; ~3.5 min on
 # 2 cores) unless its three binaries are already in $(CONTAINERD2_DIR)/bin.

@@ -136,7 +136,7 @@ func (m *Manager) inBackOff(pod *v1.Pod, c *v1.Container, last *ContainerStatus)
 
 // startContainer pulls the image, creates and starts c in the sandbox and runs its postStart hook. On
 // failure it returns the Waiting reason for the container's status (and records it); requeue is set
-// while in back-off.
+// to the rest of a CrashLoopBackOff.
 func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, podIPs []string) (requeue time.Duration, w *Waiting) {
 	defer func() { m.setWaiting(pod.UID, c.Name, w) }()
 	last := status.FindContainerStatus(c.Name)
@@ -147,9 +147,10 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	imageRef, w := m.puller.ensure(ctx, pod, c, m.opts.Helper.GetPullSecrets(ctx, pod), sandboxCfg)
 	if w != nil {
-		if w.Reason == ErrImagePull || w.Reason == ImagePullBackOff {
-			return m.puller.backOff.Get(string(pod.UID)+"/"+c.Image) + 100*time.Millisecond, w
-		}
+		// No requeue of its own for a failed pull or one in back-off: the pod worker's error retry
+		// (shorter than the 10s initial pull back-off) applies, as upstream's pod worker retries a failed
+		// sync after its backOffPeriod. A retry timed at the back-off's end would always find it expired,
+		// pull again, and the status would never show ImagePullBackOff between pulls.
 		return 0, w
 	}
 	restartCount := 0
