@@ -376,7 +376,7 @@ func TestInstallScriptToken(t *testing.T) {
 		t.Errorf("agent.env mode %v, want 0600", fi)
 	}
 	argv, _ := unitCommand(t, filepath.Join(dest, "etc/systemd/system/nodekit-agent.service"), envFile)
-	if got := strings.Join(argv, " "); got != "/usr/local/bin/nodekit agent --data-dir /var/lib/nk --server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --node-name agent1" {
+	if got := strings.Join(argv, " "); got != "/usr/local/bin/nodekit agent --data-dir /var/lib/nk --server https://192.168.56.10:6443 --kubeconfig /var/lib/nk/kubelet.kubeconfig --cluster-dns 10.96.0.10 --cluster-domain cluster.local --node-name agent1" {
 		t.Errorf("the unit runs %q", got)
 	}
 	for _, c := range []struct {
