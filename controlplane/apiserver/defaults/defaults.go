@@ -48,6 +48,7 @@ func Register(s *runtime.Scheme) {
 			}
 		}
 	})
+	s.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(o any) { podspec.Default(&o.(*corev1.PodTemplate).Template.Spec) })
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { Deployment(o.(*appsv1.Deployment)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)

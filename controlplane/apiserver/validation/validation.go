@@ -315,3 +315,14 @@ func ControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 func ControllerRevisionUpdate(cr, old *appsv1.ControllerRevision) field.ErrorList {
 	return apivalidation.ValidateImmutableField(cr.Data, old.Data, field.NewPath("data"))
 }
+
+// PodTemplate validates a core/v1 PodTemplate as kube-apiserver's ValidatePodTemplate does: a DNS-1123
+// subdomain name, the template's labels and its pod spec (at template.spec). Any restartPolicy is
+// allowed: a bare template names no workload that would restrict it.
+func PodTemplate(pt *corev1.PodTemplate) field.ErrorList {
+	tp := field.NewPath("template")
+	errs := Subdomain(&pt.ObjectMeta)
+	errs = append(errs, metav1validation.ValidateLabels(pt.Template.Labels, tp.Child("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(pt.Template.Annotations, tp.Child("metadata", "annotations"))...)
+	return append(errs, PodSpec(&pt.Template.Spec, tp.Child("spec"))...)
+}

@@ -218,6 +218,13 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().Events().Informer()
 			}),
+		kind(core.WithKind("PodTemplate"), "podtemplates", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.PodTemplate, *v1.PodTemplateList] {
+				return c.CoreV1().PodTemplates(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().PodTemplates().Informer()
+			}),
 		kind(apps.WithKind("ControllerRevision"), "controllerrevisions", true,
 			func(c kubernetes.Interface, ns string) typed[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {
 				return c.AppsV1().ControllerRevisions(ns)
