@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -36,28 +36,30 @@ import (
 
 // Names of the controllers, for Options.Controllers.
 const (
-	NodeIPAM         = "nodeipam"
-	NodeLifecycle    = "nodelifecycle"
-	ReplicaSet       = "replicaset"
-	Deployment       = "deployment"
-	EndpointSlice    = "endpointslice"
-	Namespace        = "namespace"
-	GarbageCollector = "garbagecollector"
-	ServiceAccount   = "serviceaccount"
-	CSRApproving     = "csrapproving"
-	CSRSigning       = "csrsigning"
-	TokenCleaner     = "tokencleaner"
-	BootstrapSigner  = "bootstrapsigner"
-	RootCAPublisher  = "root-ca-cert-publisher"
-	DaemonSet        = "daemonset"
-	Job              = "job"
-	Disruption       = "disruption"
+	NodeIPAM      = "nodeipam"
+	NodeLifecycle = "nodelifecycle"
+	ReplicaSet    = "replicaset"
+	// ReplicationController is upstream's replication manager (core/v1 ReplicationControllers).
+	ReplicationController = "replicationcontroller"
+	Deployment            = "deployment"
+	EndpointSlice         = "endpointslice"
+	Namespace             = "namespace"
+	GarbageCollector      = "garbagecollector"
+	ServiceAccount        = "serviceaccount"
+	CSRApproving          = "csrapproving"
+	CSRSigning            = "csrsigning"
+	TokenCleaner          = "tokencleaner"
+	BootstrapSigner       = "bootstrapsigner"
+	RootCAPublisher       = "root-ca-cert-publisher"
+	DaemonSet             = "daemonset"
+	Job                   = "job"
+	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
 )
 
 // All lists every controller name.
-var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
 	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
@@ -157,6 +159,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			}
 		case ReplicaSet:
 			r, err = replicaset.New(client, factory, log)
+		case ReplicationController:
+			r, err = replicaset.NewReplicationControllers(client, factory, log)
 		case Deployment:
 			r, err = deployment.New(client, factory, log)
 		case EndpointSlice:

@@ -159,6 +159,13 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Apps().V1().ReplicaSets().Informer()
 			}),
+		kind(core.WithKind("ReplicationController"), "replicationcontrollers", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.ReplicationController, *v1.ReplicationControllerList] {
+				return c.CoreV1().ReplicationControllers(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ReplicationControllers().Informer()
+			}),
 		kind(core.WithKind("Pod"), "pods", true,
 			func(c kubernetes.Interface, ns string) typed[*v1.Pod, *v1.PodList] { return c.CoreV1().Pods(ns) },
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
