@@ -40,7 +40,10 @@ func TestReplicationController(t *testing.T) {
 		{"never", "spec.template.spec.restartPolicy", func(r *v1.ReplicationController) { r.Spec.Template.Spec.RestartPolicy = v1.RestartPolicyNever }},
 		{"mismatch", "spec.template.metadata.labels", func(r *v1.ReplicationController) { r.Spec.Selector = map[string]string{"app": "other"} }},
 		{"negative", "spec.replicas", func(r *v1.ReplicationController) { r.Spec.Replicas = new(int32); *r.Spec.Replicas = -1 }},
-		{"no-template", "spec.template", func(r *v1.ReplicationController) { r.Spec.Template = nil; r.Spec.Selector = map[string]string{"a": "b"} }},
+		{"no-template", "spec.template", func(r *v1.ReplicationController) {
+			r.Spec.Template = nil
+			r.Spec.Selector = map[string]string{"a": "b"}
+		}},
 	} {
 		b := rc.DeepCopy()
 		b.Name = bad.name
