@@ -40,7 +40,9 @@ func (e *env) assertReplicationController(t *testing.T, client kubernetes.Interf
 	start := time.Now()
 	pods := e.waitRC(t, client, rt, "rc-e2e", rc.UID, 2)
 	t.Logf("RC of 2 Ready in %v", time.Since(start).Round(100*time.Millisecond))
-	defer func() { t.Logf("ReplicationController scenario took %v", time.Since(start).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("ReplicationController scenario took %v", time.Since(start).Round(100*time.Millisecond))
+	}()
 
 	if _, err := rcs.UpdateScale(ctx, "rc-e2e", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "rc-e2e"},
 		Spec: autoscalingv1.ScaleSpec{Replicas: 3}}, metav1.UpdateOptions{}); err != nil {
