@@ -68,7 +68,7 @@ test-race:
 # containerd $(CONTAINERD2_VERSION), built into $(CONTAINERD2_DIR) first when absent.
 CONTAINERD2_PKGS ?= ./runtime/... ./crictl/... ./test/framework/containerd/... ./test/e2e/runtime/... ./test/e2e/crictl/... \
 	./test/e2e/cni/... ./test/e2e/probes/... ./test/e2e/up/...
-CONTAINERD2_KUBELET_RUN ?= ^(TestRestartPolicies|TestStartErrors|TestInitAndSidecarContainers|TestGracefulTermination|TestHostPortAndHTTPHooks|TestProbeHook|TestRestartAdoptsRunningPods|TestStaticPods)$$
+CONTAINERD2_KUBELET_RUN ?= ^(TestRestartPolicies|TestStartErrors|TestInitAndSidecarContainers|TestGracefulTermination|TestHostPortAndHTTPHooks|TestProbeHook|TestRestartAdoptsRunningPods|TestStaticPods|TestLongRunningNode)$$
 test-containerd2: build containerd2
 	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
 		$(GO) test $(GOTEST_FLAGS) $(CONTAINERD2_PKGS)
