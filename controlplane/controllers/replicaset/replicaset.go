@@ -176,7 +176,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 
 // claimPods returns the pods rs controls after adopting the live orphans in its namespace that match
 // its selector and releasing the ones it controls that no longer match, as upstream's
-// PodControllerRefManager does (an owner being deleted adopts nothing). The patches carry the pod's UID,
+// PodControllerRefManager does (an owner being deleted adopts and releases nothing). The patches carry the pod's UID,
 // so a pod replaced under the same name is left alone.
 func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector) ([]*v1.Pod, error) {
 	all, err := c.pods.Pods(rs.Namespace).List(labels.Everything())
@@ -191,7 +191,7 @@ func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, selec
 		switch {
 		case ref != nil && ref.UID == rs.UID && matches:
 			owned = append(owned, p)
-		case ref != nil && ref.UID == rs.UID:
+		case ref != nil && ref.UID == rs.UID && rs.DeletionTimestamp == nil:
 			if err := c.patchOwner(ctx, p, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, rs.UID, p.UID)); err != nil {
 				errs = append(errs, err)
 				continue
