@@ -178,3 +178,51 @@ func TestReplicationControllerFailureCondition(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReplicaSetAdoptsAndReleases: a matching pod without a controller is adopted (controller
+// ownerReference, no new pod made); relabelled out of the selector it is released and replaced.
+func TestReplicaSetAdoptsAndReleases(t *testing.T) {
+	one := int32(1)
+	labels := map[string]string{"app": "web"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "rs-uid", Generation: 1},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo"}}}}},
+	}
+	orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default", UID: "orphan-uid", Labels: labels},
+		Spec: rs.Spec.Template.Spec}
+	client := fake.NewClientset(rs, orphan)
+	controllertest.StatusSubresource(client, "replicasets")
+	controllertest.GenerateNames(client, "pods")
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
+	controllertest.Eventually(t, "orphan adopted", func() error {
+		p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != "rs-uid" || got.Status.Replicas != 1 {
+			return fmt.Errorf("owners %+v, status %+v", p.OwnerReferences, got.Status)
+		}
+		return nil
+	})
+	if list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); len(list.Items) != 1 {
+		t.Fatalf("%d pods after adoption, want the orphan only", len(list.Items))
+	}
+	p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+	p.Labels = map[string]string{"app": "other"}
+	if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "released and replaced", func() error {
+		p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if len(p.OwnerReferences) != 0 || len(list.Items) != 2 {
+			return fmt.Errorf("orphan owners %+v, %d pods", p.OwnerReferences, len(list.Items))
+		}
+		return nil
+	})
+}
