@@ -56,7 +56,7 @@ RACE_PKGS ?= ./internal/... ./kubelet/config/... ./kubelet/fieldpath/... ./kubel
 	./kubelet/status/... ./kubelet/volumes/... ./controlplane/controllers/... ./controlplane/scheduler/... \
 	./controlplane/jointoken/... ./controlplane/apiserver/authn/... ./controlplane/apiserver/authz/... \
 	./controlplane/apiserver/registry/... ./controlplane/apiserver/validation/... ./cni/config/... ./cni/ipam/... \
-	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./probes/... ./version/...
+	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./crictl/ ./probes/... ./version/...
 test-race:
 	$(GO) test -race -count=1 -p 2 -timeout 15m $(RACE_PKGS)
 
