@@ -33,7 +33,7 @@ func TestTerminatingNamespaceEmptiedThenFinalized(t *testing.T) {
 	)
 	deleteCollection(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestPodsFirstAndDeletionConditions(t *testing.T) {
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,393 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/controlplane/controllers"
+	fw "github.com/nodekit/nodekit/test/framework/apiserver"
+)
+
+var widgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+
+// widgetCRD is a namespaced CRD with a structural schema (bounds, an enum, a default), the status and
+// scale subresources and printer columns.
+func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	props := func(m map[string]apiextensionsv1.JSONSchemaProps) map[string]apiextensionsv1.JSONSchemaProps {
+		return m
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList", ShortNames: []string{"wd"}},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Description: "Spec is the widget's desired state.", Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
+							"size":     {Type: "integer", Minimum: ptr.To(1.0), Maximum: ptr.To(10.0), Description: "Size of the widget, 1 to 10."},
+							"color":    {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"blue"`)}, {Raw: []byte(`"red"`)}}, Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}},
+							"replicas": {Type: "integer"},
+						})},
+						"status": {Type: "object", Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
+							"replicas": {Type: "integer"},
+							"selector": {Type: "string"},
+							"phase":    {Type: "string"},
+						})},
+					}),
+				}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{
+					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+					Scale: &apiextensionsv1.CustomResourceSubresourceScale{
+						SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ptr.To(".status.selector")},
+				},
+				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
+					{Name: "Size", Type: "integer", JSONPath: ".spec.size"},
+					{Name: "Color", Type: "string", JSONPath: ".spec.color"},
+				},
+			}},
+		},
+	}
+}
+
+func widget(name string, size int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"size": size, "replicas": int64(1)},
+	}}
+}
+
+// TestCustomResourceDefinitions drives a CRD through the real API server and etcd: it becomes
+// Established and is listed in both discovery forms; its custom objects are validated against the
+// structural schema (422 naming the field), defaulted, created, read, listed, watched, printed by
+// `kubectl get` with the CRD's columns and explained by `kubectl explain`; the status and scale
+// subresources act on their fields only; deleting a namespace (with the namespace controller running)
+// removes the custom objects in it; deleting the CRD removes its remaining objects from etcd.
+func TestCustomResourceDefinitions(t *testing.T) {
+	s := fw.Start(t, fw.Options{})
+	ctx := ctxT(t)
+	ext := apiextensionsclient.NewForConfigOrDie(s.Config)
+	dyn := dynamic.NewForConfigOrDie(s.Config)
+	cli := s.Etcd(t)
+
+	// the namespace controller, as the controller manager runs it (its own identity and RBAC)
+	cmCtx, cmCancel := context.WithCancel(context.Background())
+	cmDone := make(chan error, 1)
+	cmConfig := s.ControllerManagerConfig(t)
+	go func() {
+		cmDone <- controllers.Run(cmCtx, s.ControllerManagerClient(t), controllers.Options{
+			Controllers: []string{controllers.Namespace}, Metadata: metadata.NewForConfigOrDie(cmConfig)})
+	}()
+	t.Cleanup(func() {
+		cmCancel()
+		if err := <-cmDone; err != nil {
+			t.Errorf("controllers: %v", err)
+		}
+	})
+
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, widgetCRD(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 30*time.Second, "CRD Established", func() error {
+		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", crd.Status.Conditions)
+	})
+	if n := etcdCount(t, cli, "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com"); n != 1 {
+		t.Fatalf("etcd holds %d keys for the CRD, want 1", n)
+	}
+
+	t.Run("discovery", func(t *testing.T) {
+		var groups metav1.APIGroupList
+		rc := s.Client.Discovery().RESTClient()
+		await(t, 10*time.Second, "example.com in /apis", func() error {
+			if err := rc.Get().AbsPath("/apis").SetHeader("Accept", "application/json").Do(ctx).Into(&groups); err != nil {
+				return err
+			}
+			for _, g := range groups.Groups {
+				if g.Name == "example.com" && g.PreferredVersion.GroupVersion == "example.com/v1" {
+					return nil
+				}
+			}
+			return fmt.Errorf("/apis lists %d groups, not example.com", len(groups.Groups))
+		})
+		var list metav1.APIResourceList
+		if err := rc.Get().AbsPath("/apis/example.com/v1").Do(ctx).Into(&list); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range list.APIResources {
+			names = append(names, r.Name)
+		}
+		for _, want := range []string{"widgets", "widgets/status", "widgets/scale"} {
+			if !slices.Contains(names, want) {
+				t.Fatalf("/apis/example.com/v1 lists %v, not %s", names, want)
+			}
+		}
+		// client-go reads the aggregated document (apidiscovery.k8s.io/v2), as kubectl does
+		_, resources, err := s.Client.Discovery().ServerGroupsAndResources()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, rl := range resources {
+			for _, r := range rl.APIResources {
+				found = found || (rl.GroupVersion == "example.com/v1" && r.Name == "widgets" && r.Namespaced && r.Kind == "Widget" && slices.Contains(r.ShortNames, "wd"))
+			}
+		}
+		if !found {
+			t.Fatal("aggregated discovery does not list example.com/v1 widgets")
+		}
+	})
+
+	if _, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crd"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wi := dyn.Resource(widgets).Namespace("crd")
+
+	t.Run("validation, defaulting, CRUD and watch", func(t *testing.T) {
+		w, err := wi.Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		created, err := wi.Create(ctx, widget("a", 3), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _, _ := unstructured.NestedString(created.Object, "spec", "color"); c != "blue" {
+			t.Fatalf("spec.color defaulted to %q, want blue", c)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Added || ev.Object.(*unstructured.Unstructured).GetName() != "a" {
+				t.Fatalf("watch event %s %v", ev.Type, ev.Object)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no watch event for the created widget")
+		}
+		got, err := wi.Get(ctx, "a", metav1.GetOptions{})
+		if err != nil || got.GetUID() != created.GetUID() {
+			t.Fatalf("get: %v %v", got, err)
+		}
+		if n := etcdCount(t, cli, "/registry/example.com/widgets/crd/a"); n != 1 {
+			t.Fatalf("etcd holds %d keys for the widget, want 1", n)
+		}
+
+		_, err = wi.Create(ctx, widget("too-big", 20), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.size") {
+			t.Fatalf("a widget with spec.size 20: %v, want 422 naming spec.size", err)
+		}
+		bad := widget("bad-color", 2)
+		_ = unstructured.SetNestedField(bad.Object, "green", "spec", "color")
+		_, err = wi.Create(ctx, bad, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.color") {
+			t.Fatalf("a widget with spec.color green: %v, want 422 naming spec.color", err)
+		}
+		if _, err := wi.Create(ctx, widget("b", 5), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := wi.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, it := range l.Items {
+			names = append(names, it.GetName())
+		}
+		if !slices.Equal(names, []string{"a", "b"}) {
+			t.Fatalf("list: %v, want [a b]", names)
+		}
+	})
+
+	t.Run("status subresource", func(t *testing.T) {
+		got, err := wi.Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(got.Object, "Ready", "status", "phase")
+		_ = unstructured.SetNestedField(got.Object, int64(9), "spec", "size")
+		upd, err := wi.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase, _, _ := unstructured.NestedString(upd.Object, "status", "phase")
+		size, _, _ := unstructured.NestedInt64(upd.Object, "spec", "size")
+		if phase != "Ready" || size != 3 {
+			t.Fatalf("after a status update: status.phase %q (want Ready), spec.size %d (want 3, unchanged)", phase, size)
+		}
+		_ = unstructured.SetNestedField(upd.Object, "Gone", "status", "phase")
+		_ = unstructured.SetNestedField(upd.Object, int64(4), "spec", "size")
+		upd, err = wi.Update(ctx, upd, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase, _, _ = unstructured.NestedString(upd.Object, "status", "phase")
+		size, _, _ = unstructured.NestedInt64(upd.Object, "spec", "size")
+		if phase != "Ready" || size != 4 {
+			t.Fatalf("after a main update: status.phase %q (want Ready, unchanged), spec.size %d (want 4)", phase, size)
+		}
+	})
+
+	t.Run("scale subresource", func(t *testing.T) {
+		status := `{"status":{"replicas":1,"selector":"app=a"}}`
+		if _, err := wi.Patch(ctx, "a", types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		scale, err := s.Client.Discovery().RESTClient().Get().AbsPath("/apis/example.com/v1/namespaces/crd/widgets/a/scale").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"kind":"Scale"`, `"replicas":1`, `"selector":"app=a"`} {
+			if !strings.Contains(string(scale), want) {
+				t.Fatalf("GET scale lacks %s: %s", want, scale)
+			}
+		}
+		if _, err := wi.Patch(ctx, "a", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{}, "scale"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := wi.Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); r != 5 {
+			t.Fatalf("spec.replicas %d after scaling to 5", r)
+		}
+	})
+
+	t.Run("kubectl get and explain", func(t *testing.T) {
+		out := kubectl(t, s, "get", "widgets", "-n", "crd")
+		for _, want := range []string{"NAME", "SIZE", "COLOR", "AGE", "blue"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("kubectl get widgets lacks %q:\n%s", want, out)
+			}
+		}
+		if out := kubectl(t, s, "get", "wd", "b", "-n", "crd", "-o", "jsonpath={.spec.size}"); out != "5" {
+			t.Fatalf("kubectl get wd b: spec.size %q", out)
+		}
+		await(t, 20*time.Second, "kubectl explain widgets.spec", func() error {
+			out, err := kubectlErr(t, s, "explain", "widgets.spec")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			if !strings.Contains(out, "Size of the widget, 1 to 10.") {
+				return fmt.Errorf("no field description in:\n%s", out)
+			}
+			return nil
+		})
+		file := filepath.Join(t.TempDir(), "w.yaml")
+		if err := os.WriteFile(file, []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: c, namespace: crd}\nspec: {size: 7}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out := kubectl(t, s, "apply", "-f", file); !strings.Contains(out, "widget.example.com/c created") {
+			t.Fatalf("kubectl apply: %s", out)
+		}
+	})
+
+	t.Run("namespace deletion removes its custom objects", func(t *testing.T) {
+		if err := s.Client.CoreV1().Namespaces().Delete(ctx, "crd", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		await(t, 30*time.Second, "namespace crd gone", func() error {
+			_, err := s.Client.CoreV1().Namespaces().Get(ctx, "crd", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+		if n := etcdCount(t, cli, "/registry/example.com/widgets/crd/"); n != 0 {
+			t.Fatalf("etcd still holds %d widgets of the deleted namespace", n)
+		}
+	})
+
+	t.Run("CRD deletion removes its objects", func(t *testing.T) {
+		if _, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crd2"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(widgets).Namespace("crd2").Create(ctx, widget("d", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.com", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		await(t, 30*time.Second, "CRD gone", func() error {
+			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+		if n := etcdCount(t, cli, "/registry/example.com/widgets/"); n != 0 {
+			t.Fatalf("etcd still holds %d widgets of the deleted CRD", n)
+		}
+		await(t, 10*time.Second, "example.com gone from /apis", func() error {
+			var groups metav1.APIGroupList
+			if err := s.Client.Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").Do(ctx).Into(&groups); err != nil {
+				return err
+			}
+			for _, g := range groups.Groups {
+				if g.Name == "example.com" {
+					return fmt.Errorf("still listed")
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// etcdCount counts the keys under prefix.
+func etcdCount(t *testing.T, cli *clientv3.Client, prefix string) int64 {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t), prefix, clientv3WithPrefixCount()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// await polls cond every 100 ms until it returns nil, failing the test with its last error after timeout.
+func await(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
