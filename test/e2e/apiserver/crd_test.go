@@ -288,7 +288,7 @@ func TestCustomResourceDefinitions(t *testing.T) {
 
 	t.Run("kubectl get and explain", func(t *testing.T) {
 		out := kubectl(t, s, "get", "widgets", "-n", "crd")
-		for _, want := range []string{"NAME", "SIZE", "COLOR", "AGE", "blue"} {
+		for _, want := range []string{"NAME", "SIZE", "COLOR", "blue"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("kubectl get widgets lacks %q:\n%s", want, out)
 			}
