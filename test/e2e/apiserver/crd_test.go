@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,13 +95,14 @@ func TestCustomResourceDefinitions(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(s.Config)
 	cli := s.Etcd(t)
 
-	// the namespace controller, as the controller manager runs it (its own identity and RBAC)
+	// the namespace and ClusterRole aggregation controllers, as the controller manager runs them (its
+	// own identity and RBAC)
 	cmCtx, cmCancel := context.WithCancel(context.Background())
 	cmDone := make(chan error, 1)
 	cmConfig := s.ControllerManagerConfig(t)
 	go func() {
 		cmDone <- controllers.Run(cmCtx, s.ControllerManagerClient(t), controllers.Options{
-			Controllers: []string{controllers.Namespace}, Metadata: metadata.NewForConfigOrDie(cmConfig)})
+			Controllers: []string{controllers.Namespace, controllers.ClusterRoleAggregation}, Metadata: metadata.NewForConfigOrDie(cmConfig)})
 	}()
 	t.Cleanup(func() {
 		cmCancel()
@@ -313,6 +315,39 @@ func TestCustomResourceDefinitions(t *testing.T) {
 		if out := kubectl(t, s, "apply", "-f", file); !strings.Contains(out, "widget.example.com/c created") {
 			t.Fatalf("kubectl apply: %s", out)
 		}
+	})
+
+	t.Run("RBAC", func(t *testing.T) {
+		// as upstream: edit (and admin, view) do not cover CRDs nor, until a ClusterRole aggregated to
+		// them grants it, custom resources; cluster-admin covers both
+		if _, err := s.Client.RbacV1().RoleBindings("crd").Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		alice := s.UserConfig(t, "alice")
+		crd := widgetCRD()
+		crd.Name, crd.Spec.Names.Plural, crd.Spec.Names.Singular, crd.Spec.Names.Kind, crd.Spec.Names.ListKind, crd.Spec.Names.ShortNames =
+			"gadgets.example.com", "gadgets", "gadget", "Gadget", "GadgetList", nil
+		if _, err := apiextensionsclient.NewForConfigOrDie(alice).ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("edit creating a CRD: %v, want 403", err)
+		}
+		aliceWidgets := dynamic.NewForConfigOrDie(alice).Resource(widgets).Namespace("crd")
+		if _, err := aliceWidgets.Create(ctx, widget("by-alice", 2), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("edit creating a widget before aggregation: %v, want 403", err)
+		}
+		if _, err := s.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "widgets-edit", Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"widgets"}, Verbs: []string{"create", "get", "list", "delete"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		await(t, 20*time.Second, "edit aggregating widgets", func() error {
+			_, err := aliceWidgets.Create(ctx, widget("by-alice", 2), metav1.CreateOptions{})
+			return err
+		})
 	})
 
 	t.Run("namespace deletion removes its custom objects", func(t *testing.T) {
