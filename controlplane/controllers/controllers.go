@@ -92,8 +92,9 @@ type Options struct {
 	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
 	ClusterSigningDuration time.Duration
 	// Metadata is a metadata client on the same identity as the clientset: the namespace controller
-	// deletes with it the namespaced resources discovery lists beyond the built-in kinds (custom
-	// resources). When nil, those are left behind and the namespace controller says so in the log.
+	// deletes with it, and the garbage collector watches and collects with it, the resources discovery
+	// lists beyond the built-in kinds (custom resources). When nil, those are left alone and both
+	// controllers say so in the log.
 	Metadata metadata.Interface
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
@@ -169,7 +170,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 		case Namespace:
 			r, err = namespace.New(client, opts.Metadata, factory, log)
 		case GarbageCollector:
-			r, err = garbagecollector.New(client, factory, log)
+			r, err = garbagecollector.New(client, opts.Metadata, factory, log)
 		case ServiceAccount:
 			r, err = serviceaccount.New(client, factory, log)
 		case CSRApproving:

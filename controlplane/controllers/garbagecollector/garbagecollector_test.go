@@ -30,7 +30,7 @@ func TestCollectsOrphansKeepsOwned(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{ref("live", "old-uid"), ref("live", "live-uid")}}}
 	client := fake.NewClientset(rs, orphan, owned, mixed)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,14 +95,14 @@ func TestCustomResourceDefinitions(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(s.Config)
 	cli := s.Etcd(t)
 
-	// the namespace and ClusterRole aggregation controllers, as the controller manager runs them (its
-	// own identity and RBAC)
+	// the namespace, garbage collector and ClusterRole aggregation controllers, as the controller
+	// manager runs them (its own identity and RBAC)
 	cmCtx, cmCancel := context.WithCancel(context.Background())
 	cmDone := make(chan error, 1)
 	cmConfig := s.ControllerManagerConfig(t)
 	go func() {
 		cmDone <- controllers.Run(cmCtx, s.ControllerManagerClient(t), controllers.Options{
-			Controllers: []string{controllers.Namespace, controllers.ClusterRoleAggregation}, Metadata: metadata.NewForConfigOrDie(cmConfig)})
+			Controllers: []string{controllers.Namespace, controllers.GarbageCollector, controllers.ClusterRoleAggregation}, Metadata: metadata.NewForConfigOrDie(cmConfig)})
 	}()
 	t.Cleanup(func() {
 		cmCancel()
@@ -348,6 +348,64 @@ func TestCustomResourceDefinitions(t *testing.T) {
 			_, err := aliceWidgets.Create(ctx, widget("by-alice", 2), metav1.CreateOptions{})
 			return err
 		})
+	})
+
+	t.Run("garbage collection", func(t *testing.T) {
+		gone := func(what string, get func() error) {
+			t.Helper()
+			await(t, 30*time.Second, what, func() error {
+				if err := get(); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("still there (%v)", err)
+				}
+				return nil
+			})
+		}
+		cms := s.Client.CoreV1().ConfigMaps("crd")
+		// a built-in dependent of a custom owner
+		owner, err := wi.Create(ctx, widget("owner", 1), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "owner", UID: owner.GetUID()}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "of-widget", OwnerReferences: []metav1.OwnerReference{ref}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// a custom dependent of a built-in owner
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep := widget("of-configmap", 1)
+		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: cm.UID}})
+		if _, err := wi.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wi.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		gone("the ConfigMap owned by a deleted Widget", func() error { _, err := cms.Get(ctx, "of-widget", metav1.GetOptions{}); return err })
+		if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		gone("the Widget owned by a deleted ConfigMap", func() error { _, err := wi.Get(ctx, "of-configmap", metav1.GetOptions{}); return err })
+
+		// foreground deletion of a custom owner waits for its blocking custom dependent
+		fg, err := wi.Create(ctx, widget("fg", 1), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep = widget("fg-dep", 1)
+		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Widget", Name: "fg", UID: fg.GetUID(), BlockOwnerDeletion: ptr.To(true)}})
+		if _, err := wi.Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wi.Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			t.Fatal(err)
+		}
+		gone("the foreground-deleted Widget", func() error { _, err := wi.Get(ctx, "fg", metav1.GetOptions{}); return err })
+		if _, err := wi.Get(ctx, "fg-dep", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the foreground-deleted Widget went before its blocking dependent: %v", err)
+		}
 	})
 
 	t.Run("namespace deletion removes its custom objects", func(t *testing.T) {
