@@ -36,8 +36,14 @@ func (s *Server) PublishDiscovery(groups discovery.GroupManager, builtin []strin
 	return err
 }
 
+// groupList is the part of discovery.GroupManager the publisher uses.
+type groupList interface {
+	AddGroup(apiGroup metav1.APIGroup)
+	RemoveGroup(groupName string)
+}
+
 type publisher struct {
-	groups    discovery.GroupManager
+	groups    groupList
 	builtin   []string
 	list      func() ([]*apiextensionsv1.CustomResourceDefinition, error)
 	mu        sync.Mutex

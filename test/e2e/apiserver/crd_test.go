@@ -48,11 +48,13 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object",
 					Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
-						"spec": {Type: "object", Description: "Spec is the widget's desired state.", Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
-							"size":     {Type: "integer", Minimum: ptr.To(1.0), Maximum: ptr.To(10.0), Description: "Size of the widget, 1 to 10."},
-							"color":    {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"blue"`)}, {Raw: []byte(`"red"`)}}, Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}},
-							"replicas": {Type: "integer"},
-						})},
+						"spec": {Type: "object", Description: "Spec is the widget's desired state.",
+							XValidations: apiextensionsv1.ValidationRules{{Rule: "self.color == 'blue' || self.size <= 5", Message: "red widgets are at most 5"}},
+							Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
+								"size":     {Type: "integer", Minimum: ptr.To(1.0), Maximum: ptr.To(10.0), Description: "Size of the widget, 1 to 10."},
+								"color":    {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"blue"`)}, {Raw: []byte(`"red"`)}}, Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}},
+								"replicas": {Type: "integer"},
+							})},
 						"status": {Type: "object", Properties: props(map[string]apiextensionsv1.JSONSchemaProps{
 							"replicas": {Type: "integer"},
 							"selector": {Type: "string"},
@@ -211,12 +213,20 @@ func TestCustomResourceDefinitions(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.size") {
 			t.Fatalf("a widget with spec.size 20: %v, want 422 naming spec.size", err)
 		}
+		t.Logf("schema: %v", err)
 		bad := widget("bad-color", 2)
 		_ = unstructured.SetNestedField(bad.Object, "green", "spec", "color")
 		_, err = wi.Create(ctx, bad, metav1.CreateOptions{})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.color") {
 			t.Fatalf("a widget with spec.color green: %v, want 422 naming spec.color", err)
 		}
+		red := widget("big-red", 7)
+		_ = unstructured.SetNestedField(red.Object, "red", "spec", "color")
+		_, err = wi.Create(ctx, red, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "red widgets are at most 5") {
+			t.Fatalf("a widget breaking the CEL rule: %v, want 422 with the rule's message", err)
+		}
+		t.Logf("CEL rule: %v", err)
 		if _, err := wi.Create(ctx, widget("b", 5), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
