@@ -58,6 +58,7 @@ func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	s := apiserver.Start(t, apiserver.Options{DefaultTolerationSeconds: labTolerationSec})
 	cm := s.ControllerManagerClient(t)
+	cmMeta := metadata.NewForConfigOrDie(s.ControllerManagerConfig(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -70,7 +71,7 @@ func startCluster(t *testing.T) *cluster {
 	go func() {
 		defer wg.Done()
 		err := controllers.Run(ctx, cm, controllers.Options{
-			Metadata:               metadata.NewForConfigOrDie(s.ControllerManagerConfig(t)),
+			Metadata:               cmMeta,
 			Logger:                 testLogger(),
 			ClusterCIDR:            "10.244.0.0/16",
 			NodeMonitorGracePeriod: labGrace,
