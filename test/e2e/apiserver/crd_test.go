@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -146,6 +147,15 @@ func TestCustomResourceDefinitions(t *testing.T) {
 			}
 			return fmt.Errorf("/apis lists %d groups, not example.com", len(groups.Groups))
 		})
+		for _, g := range []string{"example.com", "apiextensions.k8s.io"} {
+			var group metav1.APIGroup
+			if err := rc.Get().AbsPath("/apis/" + g).Do(ctx).Into(&group); err != nil {
+				t.Fatal(err)
+			}
+			if group.Name != g || group.PreferredVersion.Version != "v1" {
+				t.Fatalf("/apis/%s: %+v", g, group)
+			}
+		}
 		var list metav1.APIResourceList
 		if err := rc.Get().AbsPath("/apis/example.com/v1").Do(ctx).Into(&list); err != nil {
 			t.Fatal(err)
@@ -318,6 +328,35 @@ func TestCustomResourceDefinitions(t *testing.T) {
 			}
 			return nil
 		})
+		rc := s.Client.Discovery().RESTClient()
+		await(t, 20*time.Second, "the CRD's schema in /openapi/v2", func() error {
+			v2, err := rc.Get().AbsPath("/openapi/v2").SetHeader("Accept", "application/json").DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{`"com.example.v1.Widget"`, `"/apis/example.com/v1/namespaces/{namespace}/widgets"`,
+				`"/apis/apiextensions.k8s.io/v1/customresourcedefinitions"`, `"/api/v1/namespaces/{namespace}/pods"`} {
+				if !strings.Contains(string(v2), want) {
+					return fmt.Errorf("/openapi/v2 lacks %s", want)
+				}
+			}
+			return nil
+		})
+		var v3 struct {
+			Paths map[string]any `json:"paths"`
+		}
+		raw, err := rc.Get().AbsPath("/openapi/v3").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &v3); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"apis/example.com/v1", "apis/apiextensions.k8s.io/v1", "api/v1"} {
+			if _, ok := v3.Paths[want]; !ok {
+				t.Fatalf("/openapi/v3 lacks %s: %v", want, v3.Paths)
+			}
+		}
 		file := filepath.Join(t.TempDir(), "w.yaml")
 		if err := os.WriteFile(file, []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: c, namespace: crd}\nspec: {size: 7}\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -477,20 +516,4 @@ func etcdCount(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
-}
-
-// await polls cond every 100 ms until it returns nil, failing the test with its last error after timeout.
-func await(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
