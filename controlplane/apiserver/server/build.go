@@ -161,7 +161,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	merge(plainCore)
 	rcs, err := replicationcontroller.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merge(rcs)
 	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
