@@ -39,6 +39,14 @@ var replicaSetScale = scaleAccess{
 	set: func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
 }
 
+var statefulSetScale = scaleAccess{
+	get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		s := o.(*appsv1.StatefulSet)
+		return deref(s.Spec.Replicas), s.Status.Replicas, s.Spec.Selector
+	},
+	set: func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
+}
+
 // ScaleREST is <workload>/scale, an autoscaling/v1 Scale view of spec.replicas (kubectl scale).
 type ScaleREST struct {
 	store  *store.REST
