@@ -1,0 +1,102 @@
+package statefulset
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
+)
+
+// TestControllerAgainstFakeClient runs the controller on a fake clientset: a set of 2 gets one
+// ControllerRevision and web-0; an orphan web-1 matching the selector is adopted (a replica, counted
+// in status) and, having no revision, replaced by the rolling update once web-0 is Ready; events
+// carry upstream's messages.
+func TestControllerAgainstFakeClient(t *testing.T) {
+	set := testSet(2, appsv1.OrderedReadyPodManagement)
+	orphan := testPod(1, "", true)
+	orphan.UID = "orphan-uid"
+	client := fake.NewClientset(set, orphan)
+	controllertest.StatusSubresource(client, "statefulsets")
+	f := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, f, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, f, func(ctx context.Context) { c.Run(ctx, 1) })
+	var rev string
+	controllertest.Eventually(t, "revision and web-0", func() error {
+		revs, err := client.AppsV1().ControllerRevisions("ns").List(ctx, metav1.ListOptions{})
+		if err != nil || len(revs.Items) != 1 {
+			return fmt.Errorf("revisions %v %v", revs, err)
+		}
+		rev = revs.Items[0].Name
+		if revs.Items[0].Revision != 1 || !metav1.IsControlledBy(&revs.Items[0], set) {
+			return fmt.Errorf("revision %+v", revs.Items[0].ObjectMeta)
+		}
+		p, err := client.CoreV1().Pods("ns").Get(ctx, "web-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] != rev {
+			return fmt.Errorf("web-0 revision %q, want %q", p.Labels[appsv1.ControllerRevisionHashLabelKey], rev)
+		}
+		return nil
+	})
+	// web-0 becomes Running and Ready (the fake has no kubelet)
+	p, _ := client.CoreV1().Pods("ns").Get(ctx, "web-0", metav1.GetOptions{})
+	p.Status = testPod(0, "", true).Status
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "status", func() error {
+		s, err := client.AppsV1().StatefulSets("ns").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st := s.Status
+		// web-1 (the adopted orphan) has no revision label: it counts as a replica, not as current
+		if st.Replicas != 2 || st.ReadyReplicas != 2 || st.UpdateRevision != rev || st.ObservedGeneration != 2 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	o, err := client.CoreV1().Pods("ns").Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil || !metav1.IsControlledBy(o, set) {
+		t.Fatalf("web-1 not adopted: %+v %v", o, err)
+	}
+	controllertest.Eventually(t, "web-1 replaced by the rolling update", func() error {
+		p, err := client.CoreV1().Pods("ns").Get(ctx, "web-1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] != rev {
+			return fmt.Errorf("web-1 revision %q", p.Labels[appsv1.ControllerRevisionHashLabelKey])
+		}
+		return nil
+	})
+	controllertest.Eventually(t, "events", func() error {
+		evs, err := client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		want := map[string]bool{"create Pod web-0 in StatefulSet web successful": false, "delete Pod web-1 in StatefulSet web successful": false}
+		for _, e := range evs.Items {
+			if _, ok := want[e.Message]; ok && e.Type == v1.EventTypeNormal {
+				want[e.Message] = true
+			}
+		}
+		for m, seen := range want {
+			if !seen {
+				return fmt.Errorf("no event %q among %d", m, len(evs.Items))
+			}
+		}
+		return nil
+	})
+}
