@@ -8,7 +8,8 @@
 // the controller-revision-hash pod label, revisionHistoryLimit); status counts, observedGeneration and
 // collisionCount; SuccessfulCreate/SuccessfulDelete (and FailedCreate/FailedDelete) events with
 // upstream's messages. Pods named <set>-<ordinal> that match the selector and have no controller are
-// adopted; the controller never touches pods another controller owns.
+// adopted, owned pods that stop matching are released; the controller never touches pods another
+// controller owns.
 //
 // The set's volumeClaimTemplates are refused by the API server (no PersistentVolumeClaims are served),
 // so the controller creates no claims.
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -156,34 +158,48 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	return syncErr
 }
 
-// claimPods returns the pods set controls among those matching selector, adopting orphans named
-// <set>-<ordinal> (upstream ClaimPods with isMemberOf) unless set is being deleted.
+// claimPods returns the pods set controls that match selector and are named <set>-<ordinal>, as
+// upstream ClaimPods with isMemberOf: unless set is being deleted, orphans that match are adopted
+// (given a controller ownerReference) and owned pods that no longer match are released (their
+// ownerReference to set removed).
 func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, selector labels.Selector) ([]*v1.Pod, error) {
-	all, err := c.pods.Pods(set.Namespace).List(selector)
+	all, err := c.pods.Pods(set.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
 	var owned []*v1.Pod
 	var errs []error
+	change := func(p *v1.Pod, refs []metav1.OwnerReference, what, done string) *v1.Pod {
+		upd := p.DeepCopy()
+		upd.OwnerReferences = refs
+		out, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+		if err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("%s pod %s/%s: %w", what, p.Namespace, p.Name, err))
+			}
+			return nil
+		}
+		c.Log().Info(done+" pod", "statefulset", set.Namespace+"/"+set.Name, "pod", p.Name)
+		return out
+	}
 	for _, p := range all {
 		ref := metav1.GetControllerOf(p)
+		member := selector.Matches(labels.Set(p.Labels)) && ordinalOf(set, p) >= 0
 		switch {
-		case ref != nil && ref.UID == set.UID:
-			if ordinalOf(set, p) >= 0 {
-				owned = append(owned, p)
-			}
-		case ref == nil && set.DeletionTimestamp == nil && ordinalOf(set, p) >= 0 && p.DeletionTimestamp == nil:
-			adopted := p.DeepCopy()
-			adopted.OwnerReferences = append(adopted.OwnerReferences, *metav1.NewControllerRef(set, kind))
-			upd, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, adopted, metav1.UpdateOptions{})
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("adopt pod %s/%s: %w", p.Namespace, p.Name, err))
+		case ref != nil && ref.UID == set.UID && member:
+			owned = append(owned, p)
+		case ref != nil && ref.UID == set.UID && set.DeletionTimestamp == nil:
+			var keep []metav1.OwnerReference
+			for _, r := range p.OwnerReferences {
+				if r.UID != set.UID {
+					keep = append(keep, r)
 				}
-				continue
 			}
-			c.Log().Info("adopted pod", "statefulset", set.Namespace+"/"+set.Name, "pod", p.Name)
-			owned = append(owned, upd)
+			change(p, keep, "release", "released")
+		case ref == nil && member && set.DeletionTimestamp == nil && p.DeletionTimestamp == nil:
+			if upd := change(p, append(slices.Clone(p.OwnerReferences), *metav1.NewControllerRef(set, kind)), "adopt", "adopted"); upd != nil {
+				owned = append(owned, upd)
+			}
 		}
 	}
 	return owned, errors.Join(errs...)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
@@ -96,4 +97,44 @@ func TestControllerAgainstFakeClient(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReleaseAndForeignOwner: an owned pod whose labels stop matching the selector loses its
+// ownerReference to the set; a pod named like a replica but owned by another controller is left alone.
+func TestReleaseAndForeignOwner(t *testing.T) {
+	set := testSet(0, appsv1.OrderedReadyPodManagement)
+	strayed := testPod(0, "", true)
+	strayed.Labels["app"] = "other"
+	strayed.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(set, kind)}
+	foreign := testPod(1, "", true)
+	foreign.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
+	client := fake.NewClientset(set, strayed, foreign)
+	controllertest.StatusSubresource(client, "statefulsets")
+	f := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, f, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, f, func(ctx context.Context) { c.Run(ctx, 1) })
+	controllertest.Eventually(t, "web-0 released", func() error {
+		p, err := client.CoreV1().Pods("ns").Get(ctx, "web-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(p.OwnerReferences) != 0 {
+			return fmt.Errorf("owners %v", p.OwnerReferences)
+		}
+		return nil
+	})
+	controllertest.Eventually(t, "status observed", func() error {
+		s, err := client.AppsV1().StatefulSets("ns").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || s.Status.ObservedGeneration != 2 || s.Status.Replicas != 0 {
+			return fmt.Errorf("status %+v %v", s.Status, err)
+		}
+		return nil
+	})
+	p, err := client.CoreV1().Pods("ns").Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "ReplicaSet" {
+		t.Fatalf("foreign web-1 touched: %+v %v", p, err)
+	}
 }
