@@ -65,7 +65,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		return nil, err
 	}
 	if _, err := factory.Apps().V1().ControllerRevisions().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: c.onOwned,
+		DeleteFunc: func(obj any) { c.EnqueueController("DaemonSet", obj) },
 	}); err != nil {
 		return nil, err
 	}
@@ -107,22 +107,6 @@ func (c *Controller) onNodeUpdate(o, n *v1.Node) {
 		return
 	}
 	c.enqueueAll()
-}
-
-// onOwned enqueues the DaemonSet that controls obj (a ControllerRevision).
-func (c *Controller) onOwned(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(m)
-	if ref == nil || ref.Kind != "DaemonSet" {
-		return
-	}
-	c.Add(workloop.KeyOf(m.GetNamespace(), ref.Name))
 }
 
 // nodeState is what one node holds of a DaemonSet.

@@ -72,7 +72,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		return nil, err
 	}
 	if _, err := factory.Apps().V1().ControllerRevisions().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: c.onRevision,
+		DeleteFunc: func(obj any) { c.EnqueueController(kind.Kind, obj) },
 	}); err != nil {
 		return nil, err
 	}
@@ -87,17 +87,6 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.recorder.Start(ctx)
 	c.Loop.Run(ctx, workers)
-}
-
-func (c *Controller) onRevision(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if m, ok := obj.(metav1.Object); ok {
-		if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == kind.Kind {
-			c.Add(workloop.KeyOf(m.GetNamespace(), ref.Name))
-		}
-	}
 }
 
 // onOrphan requeues the set an orphan pod's name points to.
