@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -226,6 +227,7 @@ func TestStatefulSet(t *testing.T) {
 		return nil
 	})
 	t.Logf("3 pods Ready %v after create", time.Since(start).Round(time.Millisecond))
+	assertTable(t, c.client, "web", "3/3")
 	for i := range 3 {
 		name := fmt.Sprintf("web-%d", i)
 		p, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -389,6 +391,28 @@ func TestStatefulSet(t *testing.T) {
 		return nil
 	})
 	t.Logf("whole test %v", time.Since(start).Round(time.Millisecond))
+}
+
+// assertTable: the server-side table kubectl prints has NAME, READY and AGE, READY being ready/desired.
+func assertTable(t *testing.T, client kubernetes.Interface, name, ready string) {
+	t.Helper()
+	raw, err := client.AppsV1().RESTClient().Get().Namespace(ns).Resource("statefulsets").Name(name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tbl metav1.Table
+	if err := json.Unmarshal(raw, &tbl); err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	if !slices.Equal(cols, []string{"Name", "Ready", "Age"}) || len(tbl.Rows) != 1 || len(tbl.Rows[0].Cells) != 3 ||
+		tbl.Rows[0].Cells[0] != name || tbl.Rows[0].Cells[1] != ready {
+		t.Errorf("table: columns %v rows %+v", cols, tbl.Rows)
+	}
 }
 
 func asStatus(err error, se **apierrors.StatusError) bool {
