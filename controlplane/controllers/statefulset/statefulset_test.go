@@ -8,12 +8,26 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
+
+// start runs the controller on a fake clientset holding objs until the test ends.
+func start(t *testing.T, objs ...runtime.Object) (*fake.Clientset, context.Context) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	controllertest.StatusSubresource(client, "statefulsets")
+	f := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, f, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, controllertest.Start(t, f, func(ctx context.Context) { c.Run(ctx, 1) })
+}
 
 // TestControllerAgainstFakeClient runs the controller on a fake clientset: a set of 2 gets one
 // ControllerRevision and web-0; an orphan web-1 matching the selector is adopted (a replica, counted
@@ -23,14 +37,7 @@ func TestControllerAgainstFakeClient(t *testing.T) {
 	set := testSet(2, appsv1.OrderedReadyPodManagement)
 	orphan := testPod(1, "", true)
 	orphan.UID = "orphan-uid"
-	client := fake.NewClientset(set, orphan)
-	controllertest.StatusSubresource(client, "statefulsets")
-	f := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, f, controllertest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := controllertest.Start(t, f, func(ctx context.Context) { c.Run(ctx, 1) })
+	client, ctx := start(t, set, orphan)
 	var rev string
 	controllertest.Eventually(t, "revision and web-0", func() error {
 		revs, err := client.AppsV1().ControllerRevisions("ns").List(ctx, metav1.ListOptions{})
@@ -108,14 +115,7 @@ func TestReleaseAndForeignOwner(t *testing.T) {
 	strayed.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(set, kind)}
 	foreign := testPod(1, "", true)
 	foreign.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
-	client := fake.NewClientset(set, strayed, foreign)
-	controllertest.StatusSubresource(client, "statefulsets")
-	f := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, f, controllertest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := controllertest.Start(t, f, func(ctx context.Context) { c.Run(ctx, 1) })
+	client, ctx := start(t, set, strayed, foreign)
 	controllertest.Eventually(t, "web-0 released", func() error {
 		p, err := client.CoreV1().Pods("ns").Get(ctx, "web-0", metav1.GetOptions{})
 		if err != nil {
