@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
+	"github.com/nodekit/nodekit/controlplane/controllers/statefulset"
 	"github.com/nodekit/nodekit/internal/podnet"
 )
 
@@ -53,6 +54,7 @@ const (
 	BootstrapSigner       = "bootstrapsigner"
 	RootCAPublisher       = "root-ca-cert-publisher"
 	DaemonSet             = "daemonset"
+	StatefulSet           = "statefulset"
 	Job                   = "job"
 	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
@@ -61,7 +63,7 @@ const (
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -197,6 +199,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
 		case DaemonSet:
 			r, err = daemonset.New(client, factory, log)
+		case StatefulSet:
+			r, err = statefulset.New(client, factory, log)
 		case Job:
 			r, err = job.New(client, factory, nil, log)
 		case Disruption:

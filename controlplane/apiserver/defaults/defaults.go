@@ -60,6 +60,7 @@ func Register(s *runtime.Scheme) {
 		podspec.Default(&rs.Spec.Template.Spec)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { StatefulSet(o.(*appsv1.StatefulSet)) })
 	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) {
 		j := o.(*batchv1.Job)
 		if len(j.Labels) == 0 {
@@ -212,4 +213,45 @@ func ReplicationController(rc *corev1.ReplicationController) {
 	if rc.Spec.Replicas == nil {
 		rc.Spec.Replicas = ptr.To[int32](1)
 	}
+}
+
+// StatefulSet defaults as kube-apiserver 1.37 does (SetDefaults_StatefulSet, MaxUnavailableStatefulSet
+// on): podManagementPolicy OrderedReady; a RollingUpdate strategy with partition 0 and maxUnavailable
+// 1; persistentVolumeClaimRetentionPolicy Retain/Retain; replicas 1; revisionHistoryLimit 10; and the
+// pod template.
+func StatefulSet(ss *appsv1.StatefulSet) {
+	s := &ss.Spec
+	if s.PodManagementPolicy == "" {
+		s.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	if s.UpdateStrategy.Type == "" {
+		s.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+		if s.UpdateStrategy.RollingUpdate == nil {
+			s.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+	}
+	if ru := s.UpdateStrategy.RollingUpdate; s.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType && ru != nil {
+		if ru.Partition == nil {
+			ru.Partition = ptr.To[int32](0)
+		}
+		if ru.MaxUnavailable == nil {
+			ru.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+		}
+	}
+	if s.PersistentVolumeClaimRetentionPolicy == nil {
+		s.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	}
+	if p := s.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted == "" {
+		p.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if p := s.PersistentVolumeClaimRetentionPolicy; p.WhenScaled == "" {
+		p.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if s.Replicas == nil {
+		s.Replicas = ptr.To[int32](1)
+	}
+	if s.RevisionHistoryLimit == nil {
+		s.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	podspec.Default(&s.Template.Spec)
 }

@@ -326,18 +326,9 @@ func restarts(p *v1.Pod) int32 {
 // podFromTemplate returns a new pod for rs: its template's labels, annotations and spec, a generated
 // name "<owner>-xxxxx" and a controller ownerReference that blocks owner deletion in foreground mode.
 func (c *Controller) podFromTemplate(rs *appsv1.ReplicaSet) *v1.Pod {
-	t := rs.Spec.Template.DeepCopy()
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    rs.Name + "-",
-			Namespace:       rs.Namespace,
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, c.kind.gvk)},
-		},
-		Spec: t.Spec,
-	}
+	pod := podutil.FromTemplate(&rs.Spec.Template, rs, c.kind.gvk)
+	pod.GenerateName = rs.Name + "-"
+	return pod
 }
 
 // updateStatus writes the counts, observedGeneration and the ReplicaFailure condition when they

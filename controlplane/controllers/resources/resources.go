@@ -152,6 +152,13 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Apps().V1().DaemonSets().Informer()
 			}),
+		kind(apps.WithKind("StatefulSet"), "statefulsets", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+				return c.AppsV1().StatefulSets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().StatefulSets().Informer()
+			}),
 		kind(apps.WithKind("ReplicaSet"), "replicasets", true,
 			func(c kubernetes.Interface, ns string) typed[*appsv1.ReplicaSet, *appsv1.ReplicaSetList] {
 				return c.AppsV1().ReplicaSets(ns)

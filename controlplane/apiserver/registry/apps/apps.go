@@ -1,6 +1,7 @@
-// Package apps is apps/v1: deployments, replicasets and daemonsets, each with /status (the controllers
-// write status, users write spec; generation counts spec changes) and, for deployments and replicasets,
-// /scale; and controllerrevisions, the DaemonSet controller's history (data is immutable).
+// Package apps is apps/v1: deployments, replicasets, daemonsets and statefulsets, each with /status (the
+// controllers write status, users write spec; generation counts spec changes) and, for deployments,
+// replicasets and statefulsets, /scale; and controllerrevisions, the DaemonSet and StatefulSet
+// controllers' history (data is immutable).
 package apps
 
 import (
@@ -75,6 +76,22 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		}, "Up-to-date")}, nil); err != nil {
 		return nil, err
 	}
+	ss := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.StatefulSet(o.(*appsv1.StatefulSet)) })
+	ss.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.StatefulSet(o.(*appsv1.StatefulSet)),
+			validation.StatefulSetUpdate(o.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet))...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("statefulsets"), Singular: "statefulset", ShortNames: []string{"sts"},
+		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.StatefulSet{} },
+		NewList: func() runtime.Object { return &appsv1.StatefulSetList{} }, Strategy: ss, Table: store.Table{
+			Columns: []metav1.TableColumnDefinition{store.Column("Ready", "ready/desired replicas")},
+			Cells: func(o runtime.Object) []any {
+				s := o.(*appsv1.StatefulSet)
+				return []any{store.Ratio(int(s.Status.ReadyReplicas), int(deref(s.Spec.Replicas)))}
+			},
+		}}, &statefulSetScale); err != nil {
+		return nil, err
+	}
 	cr := store.NewStrategy(true, false, func(o runtime.Object) field.ErrorList {
 		return validation.ControllerRevision(o.(*appsv1.ControllerRevision))
 	})
@@ -116,6 +133,14 @@ var replicaSetScale = scale.Access{
 		return deref(r.Spec.Replicas), r.Status.Replicas, r.Spec.Selector
 	},
 	Set: func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
+}
+
+var statefulSetScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		s := o.(*appsv1.StatefulSet)
+		return deref(s.Spec.Replicas), s.Status.Replicas, s.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
 }
 
 func deref(p *int32) int32 {
