@@ -55,7 +55,9 @@ func TestCronJobValidation(t *testing.T) {
 		{"negative failed limit", func(c *batchv1.CronJob) { c.Spec.FailedJobsHistoryLimit = ptr.To[int32](-2) }, "spec.failedJobsHistoryLimit", field.ErrorTypeInvalid, ""},
 		{"no concurrency policy", func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "" }, "spec.concurrencyPolicy", field.ErrorTypeRequired, ""},
 		{"bad concurrency policy", func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "Sometimes" }, "spec.concurrencyPolicy", field.ErrorTypeNotSupported, ""},
-		{"restartPolicy Always", func(c *batchv1.CronJob) { c.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways },
+		{"restartPolicy Always", func(c *batchv1.CronJob) {
+			c.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		},
 			"spec.jobTemplate.spec.template.spec.restartPolicy", field.ErrorTypeNotSupported, ""},
 		{"no containers", func(c *batchv1.CronJob) { c.Spec.JobTemplate.Spec.Template.Spec.Containers = nil },
 			"spec.jobTemplate.spec.template.spec.containers", field.ErrorTypeRequired, ""},
