@@ -25,7 +25,7 @@ LDFLAGS := $(foreach v,version.Version=$(VERSION) version.GitCommit=$(GIT_COMMIT
 	$(foreach v,gitVersion=$(VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) gitCommit=$(GIT_COMMIT) gitTreeState=$(GIT_TREE_STATE) \
 	buildDate=$(BUILD_DATE),-X k8s.io/component-base/version.$(v))
 
-.PHONY: all deps build images test test-all test-race test-containerd2 containerd2 faults crictl-upstream-flags kube-proxy-upstream up bench conformance clean
+.PHONY: all deps build images test test-race test-containerd2 containerd2 faults crictl-upstream-flags kube-proxy-upstream up bench conformance clean
 
 all: build
 
@@ -40,15 +40,14 @@ build:
 images: build
 	$(BIN) images build --out $(IMAGES_DIR)
 
-# The race and containerd 2.x legs have not yet passed a clean-clone run together with the main leg:
-# `make test-all` runs all three; `make test` runs the 2.x leg only when containerd 2.x is already built.
+# What CI runs: the main leg (every package, on containerd 1.6 from apt), then the containerd 2.x leg
+# (containerd 2.x built into /var/cache/nodekit first when absent) and the race detector over the
+# unit-test packages.
 test: deps build
 	$(GO) vet ./...
 	$(GO) test $(GOTEST_FLAGS) ./...
-	@if [ -x $(CONTAINERD2_DIR)/bin/containerd ]; then $(MAKE) --no-print-directory test-containerd2; \
-	else echo "containerd $(CONTAINERD2_VERSION) is not built in $(CONTAINERD2_DIR): run 'make containerd2' to add that leg"; fi
-
-test-all: test test-race test-containerd2
+	$(MAKE) --no-print-directory test-containerd2
+	$(MAKE) --no-print-directory test-race
 
 # The race detector over the pure unit-test packages (those whose tests run no real containerd, etcd or
 # other child process; the e2e packages run real processes and are left to the plain leg).
@@ -57,23 +56,24 @@ RACE_PKGS ?= ./internal/... ./kubelet/config/... ./kubelet/fieldpath/... ./kubel
 	./kubelet/status/... ./kubelet/volumes/... ./controlplane/controllers/... ./controlplane/scheduler/... \
 	./controlplane/jointoken/... ./controlplane/apiserver/authn/... ./controlplane/apiserver/authz/... \
 	./controlplane/apiserver/registry/... ./controlplane/apiserver/validation/... ./cni/config/... ./cni/ipam/... \
-	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./probes/... ./version/...
+	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./crictl/ ./probes/... ./version/...
 test-race:
 	$(GO) test -race -count=1 -p 2 -timeout 15m $(RACE_PKGS)
 
-# The containerd 2.x leg: runtime, crictl, CNI, probes and up e2e, plus the kubelet e2e tests where the
-# runtime's behaviour shows (CONTAINERD2_KUBELET_RUN: pod lifecycle and restart policies, start errors,
-# init/sidecar containers with exec, graceful termination and hooks, probes, adoption of running pods
-# after a kubelet restart, static pods; the whole ./kubelet/ package takes over 6 min) against
-# containerd $(CONTAINERD2_VERSION), built into $(CONTAINERD2_DIR) first when absent.
+# The containerd 2.x leg against containerd $(CONTAINERD2_VERSION) (built into $(CONTAINERD2_DIR) first
+# when absent): the runtime, crictl, CNI and probes e2e packages whole, and the tests of the kubelet and
+# up e2e where the runtime's behaviour shows (CONTAINERD2_RUN: pod lifecycle and restart policies, start
+# errors, init/sidecar containers with exec, graceful termination and hooks, probes, adoption of running
+# pods after a kubelet restart, static pods, log rotation, image GC and eviction, and `nodekit up` with
+# its demo; the whole ./kubelet/ package takes over 6 min, the labs of ./test/e2e/up/ as long again).
 CONTAINERD2_PKGS ?= ./runtime/... ./crictl/... ./test/framework/containerd/... ./test/e2e/runtime/... ./test/e2e/crictl/... \
-	./test/e2e/cni/... ./test/e2e/probes/... ./test/e2e/up/...
-CONTAINERD2_KUBELET_RUN ?= ^(TestRestartPolicies|TestStartErrors|TestInitAndSidecarContainers|TestGracefulTermination|TestHostPortAndHTTPHooks|TestProbeHook|TestRestartAdoptsRunningPods|TestStaticPods)$$
+	./test/e2e/cni/... ./test/e2e/probes/...
+CONTAINERD2_RUN ?= ^(TestRestartPolicies|TestStartErrors|TestInitAndSidecarContainers|TestGracefulTermination|TestHostPortAndHTTPHooks|TestProbeHook|TestRestartAdoptsRunningPods|TestStaticPods|TestLongRunningNode|TestUpDemoAndPurge)$$
 test-containerd2: build containerd2
 	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
 		$(GO) test $(GOTEST_FLAGS) $(CONTAINERD2_PKGS)
 	PATH=$(CONTAINERD2_DIR)/bin:$$PATH NODEKIT_CONTAINERD=$(CONTAINERD2_DIR)/bin/containerd \
-		$(GO) test $(GOTEST_FLAGS) -run '$(CONTAINERD2_KUBELET_RUN)' ./kubelet/
+		$(GO) test $(GOTEST_FLAGS) -run '$(CONTAINERD2_RUN)' ./kubelet/ ./test/e2e/up/
 
 # Builds containerd $(CONTAINERD2_VERSION) (cgo: gcc from install-deps; modules from the proxy; ~3.5 min on
 # 2 cores) unless its three binaries are already in $(CONTAINERD2_DIR)/bin.

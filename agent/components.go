@@ -59,6 +59,10 @@ func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
 		sup.Stop(context.Background())
 		return nil, err
 	}
+	a.pinned = []string{bundled.Pause}
+	for _, img := range sup.Imported() {
+		a.pinned = append(a.pinned, img.Name)
+	}
 	var opts []cri.Option
 	if d := kc.RuntimeRequestTimeout.Duration; d > 0 {
 		opts = append(opts, cri.WithTimeout(d)) // runtimeRequestTimeout (RunPodSandbox gets twice that)
@@ -103,7 +107,7 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		RootDir: a.paths.KubeletRoot, PodLogsDir: kc.PodLogsDir, CgroupRoot: kc.CgroupRoot, CgroupDriver: kc.CgroupDriver,
 		ClusterDNS: clusterDNS, ClusterDomain: kc.ClusterDomain, SyncFrequency: kc.SyncFrequency.Duration,
 		ContainerLogs: logPolicy, ContainerLogMonitorInterval: kc.ContainerLogMonitorInterval.Duration,
-		ImageGC: gcPolicy, SandboxImages: []string{bundled.Pause}, EvictionThresholds: thresholds,
+		ImageGC: gcPolicy, PinnedImages: a.pinned, EvictionThresholds: thresholds,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		EvictionMaxPodGracePeriod:        int64(kc.EvictionMaxPodGracePeriod),
 		NetworkGC:                        a.networkGC,

@@ -50,6 +50,9 @@ type agent struct {
 	rest     *rest.Config
 	client   kubernetes.Interface
 	rt       *cri.Client
+	// pinned are the image references the kubelet's image GC never removes: the pause image and what the
+	// agent's containerd imported from the images directory (labelled pinned).
+	pinned   []string
 	recorder record.EventRecorder
 	// memoryLimit is GoMemoryLimit in bytes (0: none).
 	memoryLimit int64

@@ -129,6 +129,14 @@ func (c *Config) complete() error {
 		return err
 	}
 	c.DataDir = dd
+	if c.KubeletConfig != "" {
+		if c.KubeletConfig, err = filepath.Abs(c.KubeletConfig); err != nil {
+			return err
+		}
+		if _, err := os.Stat(c.KubeletConfig); err != nil {
+			return fmt.Errorf("cluster: KubeletConfig: %w", err)
+		}
+	}
 	if c.Executable == "" {
 		if c.Executable, err = os.Executable(); err != nil {
 			return err

@@ -51,7 +51,10 @@ type LabConfig struct {
 	NodeMonitorGracePeriod    time.Duration
 	NotReadyTolerationSeconds int
 	// Disable names the add-ons the server does not install, as Config.Disable.
-	Disable               []string
+	Disable []string
+	// KubeletConfig is every agent node's KubeletConfiguration file, as Config.KubeletConfig (joined
+	// nodes get it in their JoinArgs); empty: none.
+	KubeletConfig         string
 	ImagesDir, Containerd string
 	Executable            string
 	NodeTimeout           time.Duration
@@ -170,7 +173,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		return nil, fmt.Errorf("lab: 'nodekit lab up' (pid %d) already runs on %s", prev.UpPID, lc.DataDir)
 	}
 	cfg := Config{DataDir: lc.DataDir, NodeName: lc.Prefix + "-server", APIBindAddress: lc.labIP(1), APIPort: lc.APIPort,
-		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir, Disable: lc.Disable,
+		EtcdClientAddr: lc.EtcdClientAddr, ServiceCIDR: lc.ServiceCIDR, ClusterCIDR: lc.ClusterCIDR, ImagesDir: lc.ImagesDir, Disable: lc.Disable, KubeletConfig: lc.KubeletConfig,
 		Containerd: lc.Containerd, Executable: lc.Executable, NodeTimeout: lc.NodeTimeout, StopTimeout: lc.StopTimeout,
 		ComponentLogs: lc.ComponentLogs, Logger: lc.Logger, Out: lc.Out, CLI: lc.CLI}
 	if err := cfg.complete(); err != nil {
@@ -309,6 +312,7 @@ func labAgent(cfg Config, n LabNode) agent.Config {
 	a := agent.Default()
 	a.CNIConfDir, a.Kubelet.PodLogsDir = filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
 	a.ImagesDir, a.ClusterCIDR, a.Kubelet.Address = cfg.ImagesDir, cfg.ClusterCIDR, n.IP
+	a.KubeletConfigFile = cfg.KubeletConfig
 	cfg.kubeletDNS(&a)
 	return a
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -52,7 +53,8 @@ func (f *fakeRuntime) ContainerStatus(_ context.Context, in *runtimeapi.Containe
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", in.GetContainerId())
 	}
-	return &runtimeapi.ContainerStatusResponse{Status: s}, nil
+	// A copy: setState may change the stored status while the caller reads this one.
+	return &runtimeapi.ContainerStatusResponse{Status: proto.CloneOf(s)}, nil
 }
 
 func (f *fakeRuntime) ExecSync(context.Context, *runtimeapi.ExecSyncRequest, ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {

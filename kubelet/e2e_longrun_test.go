@@ -1,7 +1,9 @@
 package kubelet_test
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,15 +24,18 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	crilogs "k8s.io/cri-client/pkg/logs"
 
+	"github.com/nodekit/nodekit/images/build"
 	"github.com/nodekit/nodekit/images/bundled"
+	"github.com/nodekit/nodekit/images/registry"
 	"github.com/nodekit/nodekit/kubelet"
+	runtimecontainerd "github.com/nodekit/nodekit/runtime/containerd"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
 // TestLongRunningNode runs a node with tiny limits on real containerd: a container's log is rotated
 // past containerLogMaxSize and `logs` (followed across the rotations, and afresh) still works; image GC
-// at a 1 % high threshold removes the unused image and keeps the used one and the pause image; eviction
+// at a 1 % high threshold removes an unused pulled image and keeps the used and the pinned ones; eviction
 // thresholds every figure of the node is below (memory.available above the node's memory capacity,
 // nodefs.available 99.9 %, pid.available above pid_max) make MemoryPressure, DiskPressure and
 // PIDPressure True and evict the BestEffort pod before the Guaranteed one, with reason Evicted. Nothing is
@@ -180,16 +186,23 @@ func testLogRotation(t *testing.T, n *node, pod *v1.Pod) {
 
 func testImageGC(t *testing.T, n *node) {
 	ctx := context.Background()
+	// An image pulled from a loopback registry is unused and unpinned; the bundled images are pinned, as
+	// a managed agent pins what its containerd imported (the framework imported them here).
+	victim := pullUnpinnedImage(t, n)
 	// Restarted with image GC on (the harness has it off): the pod's image is in use by then.
 	kc := &n.cfg.Kubelet
 	one, zero := int32(1), int32(0)
-	oldHigh, oldLow := kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent
+	oldHigh, oldLow, oldTune := kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent, n.cfg.TuneKubelet
 	n.stop()
 	kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent, kc.ImageMinimumGCAge = &one, &zero, metav1.Duration{}
+	n.cfg.TuneKubelet = func(k *kubelet.Config) {
+		oldTune(k)
+		k.PinnedImages = append(k.PinnedImages, bundled.All...)
+	}
 	n.start()
 	defer func() {
 		n.stop()
-		kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent = oldHigh, oldLow
+		kc.ImageGCHighThresholdPercent, kc.ImageGCLowThresholdPercent, n.cfg.TuneKubelet = oldHigh, oldLow, oldTune
 		n.start()
 	}()
 	has := func(ref string) bool {
@@ -200,17 +213,63 @@ func testImageGC(t *testing.T, n *node) {
 		return resp.GetImage() != nil
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for has(bundled.DemoServerV2) {
+	for has(victim) {
 		if time.Now().After(deadline) {
-			t.Fatalf("unused image %s still present 30s into image GC at imageGCHighThresholdPercent=1", bundled.DemoServerV2)
+			t.Fatalf("unused image %s still present 30s into image GC at imageGCHighThresholdPercent=1", victim)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !has(bundled.DemoServerV1) || !has(bundled.Pause) {
-		t.Fatalf("image GC removed an image in use: %s present=%v, %s present=%v", bundled.DemoServerV1, has(bundled.DemoServerV1), bundled.Pause, has(bundled.Pause))
+	for _, ref := range bundled.All {
+		if !has(ref) {
+			t.Errorf("image GC removed %s: in use or pinned (a bundled image)", ref)
+		}
 	}
-	// The used images cannot bring the disk to 0 %: FreeDiskSpaceFailed on the node, as upstream.
+	// The used and pinned images cannot bring the disk to 0 %: FreeDiskSpaceFailed on the node, as upstream.
 	waitNodeEvent(t, n, "FreeDiskSpaceFailed", "Failed to garbage collect required amount of images")
+}
+
+// pullUnpinnedImage builds a one-file image of its own (no bundled image shares its ID), serves it from a
+// loopback registry and pulls it through CRI: a pulled image is not pinned. It returns the pulled ref.
+func pullUnpinnedImage(t *testing.T, n *node) string {
+	ctx := context.Background()
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	body := []byte("image GC victim " + randSuffix() + "\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "gc-victim", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img, err := build.FromLayer(layer.Bytes(), build.ImageConfig{Arch: goruntime.GOARCH, Cmd: []string{"/gc-victim"}, CreatedBy: "testImageGC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	const ref = bundled.Registry + "/gc-victim:v1"
+	if _, err := build.WriteArchive(img, ref, filepath.Join(dir, "gc-victim.tar"), filepath.Join(dir, "layout")); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Start(ctx, "127.0.0.1:0", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if err := runtimecontainerd.WriteRegistryHost(n.rt.Supervisor.RegistryConfigPath(), reg.Addr); err != nil {
+		t.Fatal(err)
+	}
+	pulled := reg.Ref(ref)
+	if _, err := n.rt.CRI.Image().PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: pulled}}); err != nil {
+		t.Fatalf("PullImage %s: %v", pulled, err)
+	}
+	st, err := n.rt.CRI.Image().ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: pulled}})
+	if err != nil || st.GetImage() == nil || st.GetImage().GetPinned() {
+		t.Fatalf("pulled %s: status %v, %v; want present and not pinned", pulled, st.GetImage(), err)
+	}
+	return pulled
 }
 
 func testEviction(t *testing.T, n *node) {

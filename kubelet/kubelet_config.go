@@ -114,10 +114,11 @@ type Config struct {
 	ContainerLogMonitorInterval time.Duration
 	// ImageGC is the image garbage collection policy (imageGCHighThresholdPercent 85,
 	// imageGCLowThresholdPercent 80, imageMinimumGCAge 2m when all three are zero), run every
-	// ImageGCPeriod (default 5m). SandboxImages are never collected (the runtime's pause image).
+	// ImageGCPeriod (default 5m). PinnedImages are never collected (imagegc.Config.PinnedImages: the
+	// runtime's pause image and the node's imported images).
 	ImageGC       imagegc.Policy
 	ImageGCPeriod time.Duration
-	SandboxImages []string
+	PinnedImages  []string
 	// EvictionThresholds are evictionHard/evictionSoft parsed (eviction.ParseThresholds); none means no
 	// eviction and pressure conditions always False. EvictionPressureTransitionPeriod defaults to 5m,
 	// EvictionMaxPodGracePeriod (seconds) bounds soft evictions, EvictionMonitoringInterval defaults to

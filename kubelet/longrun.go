@@ -29,7 +29,7 @@ func (k *Kubelet) startNodeManagers(ctx context.Context, recorder record.EventRe
 	}
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: k.cfg.NodeName, UID: types.UID(k.cfg.NodeName)}
 	gc, err := imagegc.New(imagegc.Config{Runtime: k.cfg.Runtime, Images: k.cfg.Images, Policy: k.cfg.ImageGC,
-		Recorder: recorder, Node: nodeRef, SandboxImages: k.cfg.SandboxImages, Logger: k.log})
+		Recorder: recorder, Node: nodeRef, PinnedImages: k.cfg.PinnedImages, Logger: k.log})
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,10 @@
 //     available bytes); when its usage reaches HighThresholdPercent, enough images are removed (CRI
 //     RemoveImage) to bring it down to LowThresholdPercent, least recently used first, then the oldest
 //     detected;
-//   - never removed: images in use by a container, pinned images (CRI Image.pinned), the runtime's
-//     sandbox (pause) image (Config.SandboxImages, and the sandboxImage of containerd's CRI config as
-//     CRI Status verbose reports it), and images detected less than MinAge ago;
+//   - never removed: images in use by a container, pinned images (CRI Image.pinned, and the references
+//     of Config.PinnedImages: the runtime's pause image and the node's bundled images, which containerd
+//     1.6's CRI does not report as pinned), the sandboxImage of containerd's CRI config as CRI Status
+//     verbose reports it, and images detected less than MinAge ago;
 //   - when not enough can be freed, the node gets a Warning event FreeDiskSpaceFailed ("Failed to garbage
 //     collect required amount of images. Attempted to free N bytes, but only found M bytes eligible to
 //     free."); when a collection fails twice in a row, ImageGCFailed.
@@ -95,9 +96,10 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Node is the object the node events are about (kind Node, name and UID = name, as upstream's nodeRef).
 	Node *v1.ObjectReference
-	// SandboxImages are image references never collected (the runtime's pause image).
-	SandboxImages []string
-	Logger        *slog.Logger
+	// PinnedImages are image references never collected: the runtime's pause image and the images the
+	// node imported as pinned (containerd 1.6's CRI does not report the io.cri-containerd.pinned label).
+	PinnedImages []string
+	Logger       *slog.Logger
 }
 
 // Manager tracks image use and collects unused images. Create with New; safe for concurrent use.
@@ -251,7 +253,7 @@ func (m *Manager) detect(ctx context.Context) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListContainers: %w", err)
 	}
-	protected := slices.Clone(m.cfg.SandboxImages)
+	protected := slices.Clone(m.cfg.PinnedImages)
 	if s := m.runtimeSandboxImage(ctx); s != "" {
 		protected = append(protected, s)
 	}

@@ -56,12 +56,12 @@ func TestCollect(t *testing.T) {
 		return &runtimeapi.Container{ImageRef: ref, Image: &runtimeapi.ImageSpec{Image: ref}}
 	}
 	rec := record.NewFakeRecorder(10)
-	m, err := New(Config{Runtime: f, Images: f, Recorder: rec, SandboxImages: []string{"registry/extra-pause:1"},
+	m, err := New(Config{Runtime: f, Images: f, Recorder: rec, PinnedImages: []string{"registry/extra-pause:1"},
 		Policy: Policy{HighThresholdPercent: 0, LowThresholdPercent: 0, MinAge: time.Minute}})
 	if err == nil {
 		t.Fatal("Low 0 >= High 0 accepted")
 	}
-	m, err = New(Config{Runtime: f, Images: f, Recorder: rec, SandboxImages: []string{"registry/extra-pause:1"},
+	m, err = New(Config{Runtime: f, Images: f, Recorder: rec, PinnedImages: []string{"registry/extra-pause:1"},
 		Policy: Policy{HighThresholdPercent: 1, LowThresholdPercent: 0, MinAge: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

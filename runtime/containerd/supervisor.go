@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -88,6 +89,7 @@ type Supervisor struct {
 	log     *slog.Logger
 
 	mu       sync.Mutex
+	imported []ImportedImage // by Start's import of ImagesDir
 	client   *cri.Client
 	proc     *process // current child; nil when none runs
 	stopping bool
@@ -292,7 +294,18 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	for _, img := range imgs {
 		s.log.Info("imported image", "image", img.Name, "digest", img.Digest, "file", img.File)
 	}
+	s.mu.Lock()
+	s.imported = imgs
+	s.mu.Unlock()
 	return nil
+}
+
+// Imported returns the images Start imported from Config.ImagesDir (labelled pinned: the kubelet's image
+// garbage collector keeps them); nil before Start or without an images directory.
+func (s *Supervisor) Imported() []ImportedImage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.imported)
 }
 
 func (s *Supervisor) start(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/cluster"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -40,6 +41,12 @@ func startLab(t *testing.T, prefix string, nodes, join int) *labRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every node's kubelet runs on the harness settings (no image GC, memory.available only): the
+	// host's disk fill is not the test's subject and must not taint the lab's nodes.
+	kubeletConfig, err := fwagent.WriteKubeletConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := &labRun{t: t, nodekit: filepath.Join(bin, "nodekit"), dataDir: filepath.Join(base, "lab"), out: &syncBuffer{}, errb: &syncBuffer{},
 		exited: make(chan struct{})}
 	args := []string{"lab", "up", "--data-dir", l.dataDir, "--nodes", strconv.Itoa(nodes), "--join-nodes", strconv.Itoa(join),
@@ -47,7 +54,7 @@ func startLab(t *testing.T, prefix string, nodes, join int) *labRun {
 		"--secure-port", strconv.Itoa(freePort(t)), "--etcd-listen-client", "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		"--cluster-cidr", fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(70)),
 		"--service-cluster-ip-range", fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250)),
-		"--images-dir", images, "--component-log-level", "error"}
+		"--images-dir", images, "--kubelet-config", kubeletConfig, "--component-log-level", "error"}
 	if c := os.Getenv("NODEKIT_CONTAINERD"); c != "" {
 		args = append(args, "--containerd", c)
 		l.pathEnv = []string{"PATH=" + filepath.Dir(c) + string(os.PathListSeparator) + os.Getenv("PATH")}

@@ -226,7 +226,7 @@ func TestLabs(t *testing.T) {
 		"--secure-port", strconv.Itoa(freePort(t)), "--etcd-listen-client", "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		"--cluster-cidr", fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(50)),
 		"--service-cluster-ip-range", fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250)),
-		"--images-dir", e.images, "--component-log-level", "error"}
+		"--images-dir", e.images, "--kubelet-config", e.kubeletConfig, "--component-log-level", "error"}
 	if e.containerd != "" {
 		labFlags = append(labFlags, "--containerd", e.containerd)
 	}

@@ -43,10 +43,10 @@ func Start(t *testing.T, factory informers.SharedInformerFactory, run func(ctx c
 }
 
 // Eventually polls cond every 20 ms until it returns nil, failing the test with cond's last error
-// after 10 s.
+// after 30 s (the race detector on a loaded 2-core machine slows the controllers several-fold).
 func Eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := cond()
 		if err == nil {
