@@ -241,8 +241,8 @@ func TestCronJob(t *testing.T) {
 		}
 		manual = c.completeOnNode(t, "manual", 60*time.Second)
 		if manual.Annotations["cronjob.kubernetes.io/instantiate"] != "manual" || !metav1.IsControlledBy(manual, created) ||
-			manual.Spec.Template.Labels["cronjob"] != "every" {
-			t.Fatalf("manual job: annotations %v owners %v labels %v", manual.Annotations, manual.OwnerReferences, manual.Spec.Template.Labels)
+			manual.Labels["cronjob"] != "every" {
+			t.Fatalf("manual job: annotations %v owners %v labels %v", manual.Annotations, manual.OwnerReferences, manual.Labels)
 		}
 	}
 
@@ -255,6 +255,9 @@ func TestCronJob(t *testing.T) {
 	}
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != created.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
 		t.Errorf("job owners %+v", job.OwnerReferences)
+	}
+	if job.Labels["cronjob"] != "every" {
+		t.Errorf("job labels %v lack the job template's", job.Labels)
 	}
 	t.Logf("job %s created %v after its start time, complete %v after it", name,
 		job.CreationTimestamp.Sub(boundary).Round(time.Millisecond), job.Status.CompletionTime.Sub(boundary).Round(time.Millisecond))
