@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
 	"github.com/nodekit/nodekit/controlplane/controllers/clusterroleaggregation"
+	"github.com/nodekit/nodekit/controlplane/controllers/cronjob"
 	"github.com/nodekit/nodekit/controlplane/controllers/daemonset"
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/disruption"
@@ -56,6 +57,7 @@ const (
 	DaemonSet             = "daemonset"
 	StatefulSet           = "statefulset"
 	Job                   = "job"
+	CronJob               = "cronjob"
 	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
@@ -63,7 +65,7 @@ const (
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, Disruption, ClusterRoleAggregation}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -203,6 +205,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = statefulset.New(client, factory, log)
 		case Job:
 			r, err = job.New(client, factory, nil, log)
+		case CronJob:
+			r, err = cronjob.New(client, factory, nil, log)
 		case Disruption:
 			r, err = disruption.New(client, factory, nil, log)
 		case ClusterRoleAggregation:

@@ -68,6 +68,27 @@ func Register(s *runtime.Scheme) {
 		}
 		JobSpec(&j.Spec)
 	})
+	s.AddTypeDefaultingFunc(&batchv1.CronJob{}, func(o any) { CronJob(o.(*batchv1.CronJob)) })
+}
+
+// CronJob defaults concurrencyPolicy Allow, suspend false, successfulJobsHistoryLimit 3,
+// failedJobsHistoryLimit 1 and the job template's pod template, as kube-apiserver does (the job
+// template's Job fields are defaulted on the Jobs made from it).
+func CronJob(cj *batchv1.CronJob) {
+	s := &cj.Spec
+	if s.ConcurrencyPolicy == "" {
+		s.ConcurrencyPolicy = batchv1.AllowConcurrent
+	}
+	if s.Suspend == nil {
+		s.Suspend = ptr.To(false)
+	}
+	if s.SuccessfulJobsHistoryLimit == nil {
+		s.SuccessfulJobsHistoryLimit = ptr.To[int32](3)
+	}
+	if s.FailedJobsHistoryLimit == nil {
+		s.FailedJobsHistoryLimit = ptr.To[int32](1)
+	}
+	podspec.Default(&s.JobTemplate.Spec.Template.Spec)
 }
 
 // JobSpec defaults a Job spec as kube-apiserver does: completions and parallelism 1 when both are

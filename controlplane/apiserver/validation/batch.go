@@ -3,13 +3,20 @@ package validation
 import (
 	"fmt"
 	"maps"
+	"regexp"
+	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/internal/cronschedule"
 )
 
 // JobControllerName is the only spec.managedBy value nodekit accepts: the built-in Job controller.
@@ -125,4 +132,118 @@ func JobUpdate(j, old *batchv1.Job) field.ErrorList {
 		errs = append(errs, apivalidation.ValidateImmutableField(f.new, f.old, specPath.Child(f.name))...)
 	}
 	return errs
+}
+
+// cronJobNameMax is the longest CronJob name: its Jobs are named <cronjob>-<minutes since the epoch>,
+// 11 more characters, within a 63-character label.
+const cronJobNameMax = validation.DNS1035LabelMaxLength - 11
+
+// CronJob validates a batch/v1 CronJob on create: a name of at most 52 characters (its Jobs add an
+// 11-character suffix), and the spec (see cronJobSpec).
+func CronJob(cj *batchv1.CronJob) field.ErrorList {
+	errs := Subdomain(&cj.ObjectMeta)
+	if len(cj.Name) > cronJobNameMax {
+		errs = append(errs, field.Invalid(metaPath.Child("name"), cj.Name, fmt.Sprintf("must be no more than %d characters", cronJobNameMax)))
+	}
+	return append(errs, cronJobSpec(&cj.Spec, nil)...)
+}
+
+// CronJobUpdate validates an update of a CronJob: the spec rules of CronJob (a TZ in the schedule
+// stays allowed only if the stored schedule had one, and timeZone is checked when it changes); the
+// name length is not checked again, as upstream.
+func CronJobUpdate(cj, old *batchv1.CronJob) field.ErrorList {
+	return append(Subdomain(&cj.ObjectMeta), cronJobSpec(&cj.Spec, &old.Spec)...)
+}
+
+// cronJobSpec validates spec.schedule (required; parsed by cronschedule; no TZ= or CRON_TZ= in it on
+// create, use spec.timeZone), spec.timeZone (an IANA name time.LoadLocation knows, not "Local"),
+// spec.startingDeadlineSeconds and the history limits (>= 0), spec.concurrencyPolicy (Allow, Forbid
+// or Replace) and spec.jobTemplate (a Job spec by JobSpec's rules, with no selector and no
+// manualSelector: the Job's selector is generated). old is nil on create.
+func cronJobSpec(s, old *batchv1.CronJobSpec) field.ErrorList {
+	var errs field.ErrorList
+	sp := specPath.Child("schedule")
+	if s.Schedule == "" {
+		errs = append(errs, field.Required(sp, ""))
+	} else {
+		if _, err := cronschedule.Parse(s.Schedule); err != nil {
+			errs = append(errs, field.Invalid(sp, s.Schedule, err.Error()))
+		}
+		allowTZ := old != nil && cronschedule.HasTZ(old.Schedule)
+		switch {
+		case allowTZ && cronschedule.HasTZ(s.Schedule) && s.TimeZone != nil:
+			errs = append(errs, field.Invalid(sp, s.Schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule"))
+		case !allowTZ && cronschedule.HasTZ(s.Schedule):
+			errs = append(errs, field.Invalid(sp, s.Schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{
+		{"startingDeadlineSeconds", s.StartingDeadlineSeconds},
+		{"successfulJobsHistoryLimit", int64Ptr(s.SuccessfulJobsHistoryLimit)},
+		{"failedJobsHistoryLimit", int64Ptr(s.FailedJobsHistoryLimit)},
+	} {
+		if f.v != nil && *f.v < 0 {
+			errs = append(errs, field.Invalid(specPath.Child(f.name), *f.v, "must be greater than or equal to 0"))
+		}
+	}
+	if old == nil || !ptr.Equal(old.TimeZone, s.TimeZone) {
+		errs = append(errs, timeZone(s.TimeZone, specPath.Child("timeZone"))...)
+	}
+	cp := specPath.Child("concurrencyPolicy")
+	switch s.ConcurrencyPolicy {
+	case batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent:
+	case "":
+		errs = append(errs, field.Required(cp, ""))
+	default:
+		errs = append(errs, field.NotSupported(cp, s.ConcurrencyPolicy, []string{string(batchv1.AllowConcurrent),
+			string(batchv1.ForbidConcurrent), string(batchv1.ReplaceConcurrent)}))
+	}
+	jt := specPath.Child("jobTemplate")
+	errs = append(errs, metav1validation.ValidateLabels(s.JobTemplate.Labels, jt.Child("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(s.JobTemplate.Annotations, jt.Child("metadata", "annotations"))...)
+	errs = append(errs, JobSpec(&s.JobTemplate.Spec, jt.Child("spec"))...)
+	if s.JobTemplate.Spec.Selector != nil {
+		errs = append(errs, field.Invalid(jt.Child("spec", "selector"), s.JobTemplate.Spec.Selector, "`selector` will be auto-generated"))
+	}
+	if m := s.JobTemplate.Spec.ManualSelector; m != nil && *m {
+		errs = append(errs, field.NotSupported(jt.Child("spec", "manualSelector"), *m, []string{"nil", "false"}))
+	}
+	return errs
+}
+
+// validTimeZonePart is one component of an IANA zone name (upstream's validTimeZoneCharacters).
+var validTimeZonePart = regexp.MustCompile(`^[A-Za-z\.\-_0-9+]{1,14}$`)
+
+// timeZone checks a CronJob's spec.timeZone: nil, or an IANA name (components of letters, digits,
+// '.', '-', '_', '+', none "." or ".." or starting with '-'), not "Local", that time.LoadLocation
+// loads from the zone database.
+func timeZone(tz *string, p *field.Path) field.ErrorList {
+	if tz == nil {
+		return nil
+	}
+	if *tz == "" {
+		return field.ErrorList{field.Invalid(p, *tz, "timeZone must be nil or non-empty string")}
+	}
+	for _, part := range strings.Split(*tz, "/") {
+		if part == "." || part == ".." || strings.HasPrefix(part, "-") || !validTimeZonePart.MatchString(part) {
+			return field.ErrorList{field.Invalid(p, *tz, "unknown time zone "+*tz)}
+		}
+	}
+	if strings.EqualFold(*tz, "Local") {
+		return field.ErrorList{field.Invalid(p, *tz, "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones")}
+	}
+	if _, err := time.LoadLocation(*tz); err != nil {
+		return field.ErrorList{field.Invalid(p, *tz, err.Error())}
+	}
+	return nil
+}
+
+func int64Ptr(v *int32) *int64 {
+	if v == nil {
+		return nil
+	}
+	return ptr.To(int64(*v))
 }

@@ -138,6 +138,14 @@ var (
 // Deployments go before the pods they would otherwise recreate).
 func All() []Kind {
 	return []Kind{
+		// CronJobs first: they make Jobs, which make pods.
+		kind(batch.WithKind("CronJob"), "cronjobs", true,
+			func(c kubernetes.Interface, ns string) typed[*batchv1.CronJob, *batchv1.CronJobList] {
+				return c.BatchV1().CronJobs(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Batch().V1().CronJobs().Informer()
+			}),
 		kind(apps.WithKind("Deployment"), "deployments", true,
 			func(c kubernetes.Interface, ns string) typed[*appsv1.Deployment, *appsv1.DeploymentList] {
 				return c.AppsV1().Deployments(ns)

@@ -80,7 +80,7 @@ func TestNamespaceDeletionPodsFirst(t *testing.T) {
 }
 
 // TestNamespaceDeletionRemovesEveryNamespacedKind deletes a namespace holding a Role, a RoleBinding, a
-// Job, a PodDisruptionBudget, a ControllerRevision, a PodTemplate, a ReplicationController and a StatefulSet, recreates it under the same name and expects none
+// Job, a CronJob, a PodDisruptionBudget, a ControllerRevision, a PodTemplate, a ReplicationController and a StatefulSet, recreates it under the same name and expects none
 // of them back: a RoleBinding left in etcd would grant its permissions again to the new namespace, since
 // bindings match subjects by name.
 func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
@@ -134,6 +134,12 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 			Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Client.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{
+		Schedule: "0 0 1 1 *", Suspend: &suspend, JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: v1.PodTemplateSpec{Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever,
+				Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +175,10 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 		"job": func() error { _, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "x", metav1.GetOptions{}); return err },
 		"statefulset": func() error {
 			_, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"cronjob": func() error {
+			_, err := c.Client.BatchV1().CronJobs(ns).Get(ctx, "x", metav1.GetOptions{})
 			return err
 		},
 	}

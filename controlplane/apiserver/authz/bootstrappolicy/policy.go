@@ -291,6 +291,13 @@ func controllerRoles() []rbacv1.ClusterRole {
 	return []rbacv1.ClusterRole{
 		c("clusterrole-aggregation-controller",
 			rule("escalate", "get", "list", "watch", "update", "patch").groups(rbac).res("clusterroles")),
+		c("cronjob-controller",
+			rule("get", "list", "watch", "update").groups(batch).res("cronjobs"),
+			rule("get", "list", "watch", "create", "update", "delete", "patch").groups(batch).res("jobs"),
+			rule("update").groups(batch).res("cronjobs/status"),
+			rule("update").groups(batch).res("cronjobs/finalizers"),
+			rule("list", "watch", "delete").groups(core).res("pods"),
+			eventsRule()),
 		c("daemon-set-controller",
 			rule("get", "list", "watch").groups(extensions, apps).res("daemonsets"),
 			rule("update").groups(extensions, apps).res("daemonsets/status"),

@@ -24,7 +24,7 @@ func TestPolicyIsConsistent(t *testing.T) {
 	}
 	for _, name := range []string{"cluster-admin", "admin", "edit", "view", "system:discovery", "system:basic-user", "system:public-info-viewer",
 		"system:node-bootstrapper", "system:node-proxier", "system:kube-scheduler", "system:kube-controller-manager", "system:kube-dns",
-		"system:controller:clusterrole-aggregation-controller"} {
+		"system:controller:clusterrole-aggregation-controller", "system:controller:cronjob-controller", "system:controller:job-controller"} {
 		if _, ok := clusterRoles[name]; !ok {
 			t.Errorf("ClusterRole %s missing", name)
 		}

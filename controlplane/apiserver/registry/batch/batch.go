@@ -1,5 +1,5 @@
-// Package batch is batch/v1: jobs, with /status (cronjobs are not served until their controller
-// lands: an API nothing acts on would accept objects and ignore them). A Job created without
+// Package batch is batch/v1: jobs and cronjobs, each with /status (the Job and CronJob controllers of
+// controlplane/controllers act on them). A Job created without
 // spec.manualSelector gets the selector and pod template labels kube-apiserver's job strategy
 // generates (batch.kubernetes.io/controller-uid=<uid>, batch.kubernetes.io/job-name=<name> and their
 // legacy unprefixed forms), so the Job controller finds exactly its own pods.
@@ -7,6 +7,7 @@ package batch
 
 import (
 	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,61 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	m["jobs"], m["jobs/status"] = main, status
+
+	cronJob := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList {
+		return validation.CronJob(o.(*batchv1.CronJob))
+	})
+	cronJob.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return validation.CronJobUpdate(o.(*batchv1.CronJob), old.(*batchv1.CronJob))
+	}
+	main, status, err = store.New(getter, store.Spec{Resource: batchv1.Resource("cronjobs"), Singular: "cronjob",
+		ShortNames: []string{"cj"}, Categories: []string{"all"},
+		NewFunc: func() runtime.Object { return &batchv1.CronJob{} }, NewList: func() runtime.Object { return &batchv1.CronJobList{} },
+		Strategy: cronJob, Table: cronJobTable})
+	if err != nil {
+		return nil, err
+	}
+	m["cronjobs"], m["cronjobs/status"] = main, status
 	return m, nil
+}
+
+// cronJobTable is kubectl's CronJob columns: SCHEDULE, TIMEZONE, SUSPEND, ACTIVE, LAST SCHEDULE, AGE,
+// and with -o wide CONTAINERS, IMAGES and SELECTOR (of the job template).
+var cronJobTable = store.Table{
+	Columns: []metav1.TableColumnDefinition{
+		store.Column("Schedule", "the cron schedule Jobs are created on"),
+		store.Column("Timezone", "the time zone the schedule is read in"),
+		{Name: "Suspend", Type: "boolean", Description: "whether new runs are suspended"},
+		{Name: "Active", Type: "integer", Description: "the number of Jobs running"},
+		store.Column("Last Schedule", "time since the last Job was scheduled"),
+	},
+	AfterAge: []metav1.TableColumnDefinition{
+		store.Wide("Containers", "the job template's container names"),
+		store.Wide("Images", "the job template's container images"),
+		store.Wide("Selector", "the job template's selector"),
+	},
+	Cells: func(o runtime.Object) []any {
+		cj := o.(*batchv1.CronJob)
+		tz, last, suspend := "<none>", "<none>", "<unset>"
+		if cj.Spec.TimeZone != nil {
+			tz = *cj.Spec.TimeZone
+		}
+		if cj.Status.LastScheduleTime != nil {
+			last = store.Since(*cj.Status.LastScheduleTime)
+		}
+		if cj.Spec.Suspend != nil {
+			suspend = "False"
+			if *cj.Spec.Suspend {
+				suspend = "True"
+			}
+		}
+		var names, images []string
+		for _, c := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers {
+			names, images = append(names, c.Name), append(images, c.Image)
+		}
+		return []any{cj.Spec.Schedule, tz, suspend, int64(len(cj.Status.Active)), last,
+			strings.Join(names, ","), strings.Join(images, ","), metav1.FormatLabelSelector(cj.Spec.JobTemplate.Spec.Selector)}
+	},
 }
 
 // GenerateSelector gives a Job without spec.manualSelector its generated labels and, when it has
