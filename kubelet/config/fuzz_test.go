@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 )
 
@@ -54,7 +55,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted configuration does not decode again: %v\n%s", err, again)
 		}
-		if !reflect.DeepEqual(cfg, cfg2) {
+		if !apiequality.Semantic.DeepEqual(cfg, cfg2) {
 			t.Fatalf("decode(encode(decode(x))) differs:\n%s", again)
 		}
 	})
