@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 
 	goiptables "github.com/coreos/go-iptables/iptables"
@@ -478,12 +477,15 @@ func nftJumps() (func(jump) (bool, error), error) {
 	return func(j jump) (bool, error) { return have[key{j.table, j.chain, j.spec[len(j.spec)-1]}], nil }, nil
 }
 
-// restoreArgs renders rule arguments as one iptables-restore line, quoting those with spaces.
+// restoreArgs renders rule arguments as one iptables-restore line, double-quoting those with spaces,
+// quotes or backslashes the way iptables-restore reads them back: a backslash escapes the next byte, and
+// nothing else is an escape (Go's strconv.Quote would turn bytes it escapes, like "\x95", into other
+// text). Arguments hold no newline (the line would end there).
 func restoreArgs(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if strings.ContainsAny(a, " \t\"") {
-			a = strconv.Quote(a)
+		if strings.ContainsAny(a, " \t\"\\") {
+			a = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a) + `"`
 		}
 		out[i] = a
 	}
