@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
@@ -36,28 +37,30 @@ import (
 
 // Names of the controllers, for Options.Controllers.
 const (
-	NodeIPAM         = "nodeipam"
-	NodeLifecycle    = "nodelifecycle"
-	ReplicaSet       = "replicaset"
-	Deployment       = "deployment"
-	EndpointSlice    = "endpointslice"
-	Namespace        = "namespace"
-	GarbageCollector = "garbagecollector"
-	ServiceAccount   = "serviceaccount"
-	CSRApproving     = "csrapproving"
-	CSRSigning       = "csrsigning"
-	TokenCleaner     = "tokencleaner"
-	BootstrapSigner  = "bootstrapsigner"
-	RootCAPublisher  = "root-ca-cert-publisher"
-	DaemonSet        = "daemonset"
-	Job              = "job"
-	Disruption       = "disruption"
+	NodeIPAM      = "nodeipam"
+	NodeLifecycle = "nodelifecycle"
+	ReplicaSet    = "replicaset"
+	// ReplicationController is upstream's replication manager (core/v1 ReplicationControllers).
+	ReplicationController = "replicationcontroller"
+	Deployment            = "deployment"
+	EndpointSlice         = "endpointslice"
+	Namespace             = "namespace"
+	GarbageCollector      = "garbagecollector"
+	ServiceAccount        = "serviceaccount"
+	CSRApproving          = "csrapproving"
+	CSRSigning            = "csrsigning"
+	TokenCleaner          = "tokencleaner"
+	BootstrapSigner       = "bootstrapsigner"
+	RootCAPublisher       = "root-ca-cert-publisher"
+	DaemonSet             = "daemonset"
+	Job                   = "job"
+	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
 )
 
 // All lists every controller name.
-var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
 	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
@@ -90,6 +93,11 @@ type Options struct {
 	RootCA []byte
 	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
 	ClusterSigningDuration time.Duration
+	// Metadata is a metadata client on the same identity as the clientset: the namespace controller
+	// deletes with it, and the garbage collector watches and collects with it, the resources discovery
+	// lists beyond the built-in kinds (custom resources). When nil, those are left alone and both
+	// controllers say so in the log.
+	Metadata metadata.Interface
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -157,14 +165,16 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			}
 		case ReplicaSet:
 			r, err = replicaset.New(client, factory, log)
+		case ReplicationController:
+			r, err = replicaset.NewReplicationControllers(client, factory, log)
 		case Deployment:
 			r, err = deployment.New(client, factory, log)
 		case EndpointSlice:
 			r, err = endpointslice.New(client, factory, log)
 		case Namespace:
-			r, err = namespace.New(client, factory, log)
+			r, err = namespace.New(client, opts.Metadata, factory, log)
 		case GarbageCollector:
-			r, err = garbagecollector.New(client, factory, log)
+			r, err = garbagecollector.New(client, opts.Metadata, factory, log)
 		case ServiceAccount:
 			r, err = serviceaccount.New(client, factory, log)
 		case CSRApproving:

@@ -6,6 +6,7 @@
 package defaults
 
 import (
+	"maps"
 	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,6 +49,8 @@ func Register(s *runtime.Scheme) {
 			}
 		}
 	})
+	s.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(o any) { podspec.Default(&o.(*corev1.PodTemplate).Template.Spec) })
+	s.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(o any) { ReplicationController(o.(*corev1.ReplicationController)) })
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { Deployment(o.(*appsv1.Deployment)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)
@@ -191,5 +194,22 @@ func Subjects(subjects []rbacv1.Subject) {
 		if s := &subjects[i]; s.APIGroup == "" && (s.Kind == rbacv1.UserKind || s.Kind == rbacv1.GroupKind) {
 			s.APIGroup = rbacv1.GroupName
 		}
+	}
+}
+
+// ReplicationController defaults an RC as kube-apiserver does: with a template, an empty selector and
+// empty labels are the template's labels; replicas 1; and the template's pod spec.
+func ReplicationController(rc *corev1.ReplicationController) {
+	if t := rc.Spec.Template; t != nil {
+		if len(rc.Spec.Selector) == 0 {
+			rc.Spec.Selector = maps.Clone(t.Labels)
+		}
+		if len(rc.Labels) == 0 {
+			rc.Labels = maps.Clone(t.Labels)
+		}
+		podspec.Default(&t.Spec)
+	}
+	if rc.Spec.Replicas == nil {
+		rc.Spec.Replicas = ptr.To[int32](1)
 	}
 }

@@ -131,3 +131,25 @@ func TestNoScaleIsSyncFailed(t *testing.T) {
 		t.Fatalf("fail-safe status %+v", st)
 	}
 }
+
+// TestComputeReplicationControllerScale: pods of a ReplicationController count its spec.replicas, as
+// upstream's getPodReplicationController finder does (5 expected from 2 listed pods).
+func TestComputeReplicationControllerScale(t *testing.T) {
+	c, f, _ := fixture(t, time.Unix(1_000_000, 0))
+	rc := &v1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "ns", UID: "rc-uid"},
+		Spec: v1.ReplicationControllerSpec{Replicas: ptr.To[int32](5)}}
+	must(t, f.Core().V1().ReplicationControllers().Informer().GetIndexer().Add(rc))
+	for _, name := range []string{"r0", "r1"} {
+		must(t, f.Core().V1().Pods().Informer().GetIndexer().Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels:          map[string]string{"app": "rc"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "rc-uid", Controller: ptr.To(true)}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}))
+	}
+	b := budget(nil, ptr.To(intstr.FromInt32(1)))
+	b.Spec.Selector.MatchLabels = map[string]string{"app": "rc"}
+	st, _, err := c.compute(b)
+	must(t, err)
+	if st.ExpectedPods != 5 || st.DesiredHealthy != 4 || st.CurrentHealthy != 2 || st.DisruptionsAllowed != 0 {
+		t.Fatalf("status = %+v, want expected 5, desired 4, healthy 2, allowed 0", st)
+	}
+}

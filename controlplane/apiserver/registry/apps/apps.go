@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/scale"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
 )
@@ -20,7 +21,7 @@ import (
 // NewStorage returns the apps/v1 endpoints keyed by resource path.
 func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	m := map[string]rest.Storage{}
-	add := func(spec store.Spec, scale *scaleAccess) error {
+	add := func(spec store.Spec, sc *scale.Access) error {
 		main, status, err := store.New(getter, spec)
 		if err != nil {
 			return err
@@ -30,8 +31,8 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		if status != nil {
 			m[r+"/status"] = status
 		}
-		if scale != nil {
-			m[r+"/scale"] = &ScaleREST{store: main, access: *scale}
+		if sc != nil {
+			m[r+"/scale"] = scale.New(main, *sc)
 		}
 		return nil
 	}
@@ -99,6 +100,22 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	return m, nil
+}
+
+var deploymentScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		d := o.(*appsv1.Deployment)
+		return deref(d.Spec.Replicas), d.Status.Replicas, d.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },
+}
+
+var replicaSetScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		r := o.(*appsv1.ReplicaSet)
+		return deref(r.Spec.Replicas), r.Status.Replicas, r.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
 }
 
 func deref(p *int32) int32 {
