@@ -48,6 +48,7 @@ test: deps build
 	$(GO) test $(GOTEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-containerd2
 	$(MAKE) --no-print-directory test-race
+	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 # The race detector over the pure unit-test packages (those whose tests run no real containerd, etcd or
 # other child process; the e2e packages run real processes and are left to the plain leg).
@@ -59,6 +60,21 @@ RACE_PKGS ?= ./internal/... ./kubelet/config/... ./kubelet/fieldpath/... ./kubel
 	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./crictl/ ./probes/... ./version/...
 test-race:
 	$(GO) test -race -count=1 -p 2 -timeout 15m $(RACE_PKGS)
+
+# Native Go fuzzing of the parsers of untrusted input, each target for FUZZTIME (their seed corpora, and
+# the crashers kept under testdata/fuzz, also run as plain tests in `go test ./...`). A crash fails the
+# target and leaves the input under the package's testdata/fuzz/<target>/. See docs/access-control.md.
+FUZZTIME ?= 10s
+FUZZ_TARGETS ?= ./cni/netconf:FuzzParse ./kubelet/config:FuzzDecode ./kubelet/config:FuzzParseTaints \
+	./kubelet/config:FuzzParseLabels ./kubelet/fieldpath:FuzzExtract ./runtime/cri:FuzzReadLogs \
+	./proxy/iptables:FuzzParseSave ./controlplane/apiserver/validation:FuzzPod ./kubelet/server:FuzzQueryParams \
+	./controlplane/jointoken:FuzzSecret ./kubelet/bootstrap:FuzzConfig ./kubelet/eviction:FuzzParseThresholds
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # The containerd 2.x leg against containerd $(CONTAINERD2_VERSION) (built into $(CONTAINERD2_DIR) first
 # when absent): the runtime, crictl, CNI and probes e2e packages whole, and the tests of the kubelet and

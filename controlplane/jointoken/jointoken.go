@@ -57,8 +57,9 @@ func Secret(o Options) (*corev1.Secret, error) {
 			return nil, fmt.Errorf("token: %w", err)
 		}
 	}
-	if !bootstraputil.IsValidBootstrapToken(tok) {
-		return nil, fmt.Errorf("token %q: want <6 characters>.<16 characters> of [a-z0-9]", tok)
+	if !bootstraputil.IsValidBootstrapToken(tok) { // the error never echoes the secret
+		id, _, _ := strings.Cut(tok, ".")
+		return nil, fmt.Errorf("token (id %q, %d characters): want <6 characters>.<16 characters> of [a-z0-9]", id, len(tok))
 	}
 	if o.TTL < 0 {
 		return nil, fmt.Errorf("ttl %s: must not be negative (0 means never expires)", o.TTL)
@@ -188,13 +189,23 @@ func WriteTable(w io.Writer, toks []Token, now time.Time) error {
 
 // Delete removes the token with this id (or full token) and returns its id.
 func Delete(ctx context.Context, c kubernetes.Interface, idOrToken string) (string, error) {
-	id, _, _ := strings.Cut(idOrToken, ".")
-	if !bootstraputil.IsValidBootstrapTokenID(id) {
-		return "", fmt.Errorf("token id %q: want 6 characters of [a-z0-9] (or the whole token)", idOrToken)
+	id, err := tokenID(idOrToken)
+	if err != nil {
+		return "", err
 	}
 	name := bootstraputil.BootstrapTokenSecretName(id)
 	if err := c.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return "", fmt.Errorf("delete secret %s/%s: %w", metav1.NamespaceSystem, name, err)
+	}
+	return id, nil
+}
+
+// tokenID returns the id of a token id or whole token "<id>.<secret>", or an error quoting the id part
+// only (never the secret).
+func tokenID(idOrToken string) (string, error) {
+	id, _, _ := strings.Cut(idOrToken, ".")
+	if !bootstraputil.IsValidBootstrapTokenID(id) {
+		return "", fmt.Errorf("token id %q: want 6 characters of [a-z0-9] (or the whole token)", id)
 	}
 	return id, nil
 }

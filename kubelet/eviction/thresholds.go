@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,7 +171,7 @@ func ParseThresholds(hard, soft, softGrace, minReclaim map[string]string) ([]Thr
 func parseValue(s string) (Value, error) {
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || f < 0 || f > 100 {
+		if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
 			return Value{}, fmt.Errorf("%q is not a percentage in 0-100%%", s)
 		}
 		return Value{Percentage: f / 100}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -186,7 +187,11 @@ func parseLogOptions(r *http.Request) (*logs.LogOptions, bool, error) {
 		if *since == 0 {
 			return nil, false, errors.New("sinceSeconds: must be greater than 0")
 		}
-		opts.Since = time.Now().Add(-time.Duration(*since) * time.Second)
+		// A sinceSeconds beyond time.Duration's range (292 years) means all the logs; multiplied out it
+		// would overflow into a start in the future.
+		if *since <= math.MaxInt64/int64(time.Second) {
+			opts.Since = time.Now().Add(-time.Duration(*since) * time.Second)
+		}
 	}
 	if v := q.Get("sinceTime"); v != "" {
 		if since != nil {

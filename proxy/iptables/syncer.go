@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 
 	goiptables "github.com/coreos/go-iptables/iptables"
@@ -326,13 +325,67 @@ func savedChains(ctx context.Context, table string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var chains []string
+	chains, _ := parseSave(lines)
+	return chains, nil
+}
+
+// parseSave reads the lines of one table's iptables-save output: chains are the nodekit chain names
+// declared (":NODEKIT-... - [0:0]"), foreign the rules of other chains that jump (-j or -g) to a nodekit
+// chain, as "<chain> <args>" (the rule's -A line without "-A "). A comment or other argument merely
+// containing "-j NODEKIT-" does not count: the target is read from the tokenised rule, iptables-save's
+// double quotes respected.
+func parseSave(lines []string) (chains, foreign []string) {
 	for _, l := range lines {
-		if strings.HasPrefix(l, ":"+ChainPrefix) {
+		switch {
+		case strings.HasPrefix(l, ":"+ChainPrefix):
 			chains = append(chains, strings.Fields(l[1:])[0])
+		case strings.HasPrefix(l, "-A ") && !strings.HasPrefix(l, "-A "+ChainPrefix) && jumpsToNodekit(l):
+			foreign = append(foreign, l[3:])
 		}
 	}
-	return chains, nil
+	return chains, foreign
+}
+
+// jumpsToNodekit reports whether the iptables-save rule line targets a nodekit chain.
+func jumpsToNodekit(rule string) bool {
+	toks := saveTokens(rule)
+	for i := 0; i+1 < len(toks); i++ {
+		if (toks[i] == "-j" || toks[i] == "-g") && strings.HasPrefix(toks[i+1], ChainPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveTokens splits an iptables-save line into its arguments: separated by spaces, a double-quoted
+// argument (with backslash escapes, as iptables-save quotes comments) being one token, quotes removed.
+func saveTokens(line string) []string {
+	var toks []string
+	var cur strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, in = !quoted, true
+		case c == ' ' && !quoted:
+			if in {
+				toks = append(toks, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		toks = append(toks, cur.String())
+	}
+	return toks
 }
 
 func save(ctx context.Context, table string) ([]string, error) {
@@ -424,12 +477,15 @@ func nftJumps() (func(jump) (bool, error), error) {
 	return func(j jump) (bool, error) { return have[key{j.table, j.chain, j.spec[len(j.spec)-1]}], nil }, nil
 }
 
-// restoreArgs renders rule arguments as one iptables-restore line, quoting those with spaces.
+// restoreArgs renders rule arguments as one iptables-restore line, double-quoting those with spaces,
+// quotes or backslashes the way iptables-restore reads them back: a backslash escapes the next byte, and
+// nothing else is an escape (Go's strconv.Quote would turn bytes it escapes, like "\x95", into other
+// text). Arguments hold no newline (the line would end there).
 func restoreArgs(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if strings.ContainsAny(a, " \t\"") {
-			a = strconv.Quote(a)
+		if strings.ContainsAny(a, " \t\"\\") {
+			a = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a) + `"`
 		}
 		out[i] = a
 	}
@@ -446,21 +502,13 @@ func Cleanup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var chains, dels []string
-		for _, l := range lines {
-			switch {
-			case strings.HasPrefix(l, ":"+ChainPrefix):
-				chains = append(chains, strings.Fields(l[1:])[0])
-			case strings.HasPrefix(l, "-A ") && !strings.HasPrefix(l, "-A "+ChainPrefix) && strings.Contains(l, "-j "+ChainPrefix):
-				dels = append(dels, "-D "+l[3:])
-			}
-		}
+		chains, foreign := parseSave(lines)
 		fmt.Fprintf(&buf, "*%s\n", tb)
 		for _, c := range chains {
 			fmt.Fprintf(&buf, ":%s - [0:0]\n", c)
 		}
-		for _, d := range dels {
-			buf.WriteString(d + "\n")
+		for _, r := range foreign {
+			buf.WriteString("-D " + r + "\n")
 		}
 		for _, c := range chains {
 			fmt.Fprintf(&buf, "-X %s\n", c)
