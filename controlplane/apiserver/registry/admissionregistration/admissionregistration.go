@@ -27,7 +27,9 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		Strategy: store.NewStrategy(false, false, func(o runtime.Object) field.ErrorList {
 			return validation.ValidatingWebhookConfiguration(o.(*admissionregistrationv1.ValidatingWebhookConfiguration))
 		}),
-		Table: webhooksTable(func(o runtime.Object) int { return len(o.(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks) })})
+		Table: webhooksTable(func(o runtime.Object) int {
+			return len(o.(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks)
+		})})
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +40,9 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		Strategy: store.NewStrategy(false, false, func(o runtime.Object) field.ErrorList {
 			return validation.MutatingWebhookConfiguration(o.(*admissionregistrationv1.MutatingWebhookConfiguration))
 		}),
-		Table: webhooksTable(func(o runtime.Object) int { return len(o.(*admissionregistrationv1.MutatingWebhookConfiguration).Webhooks) })})
+		Table: webhooksTable(func(o runtime.Object) int {
+			return len(o.(*admissionregistrationv1.MutatingWebhookConfiguration).Webhooks)
+		})})
 	if err != nil {
 		return nil, err
 	}
