@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -16,19 +17,50 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
 // testWebhook is an HTTPS admission webhook on 127.0.0.1 (httptest's self-signed certificate, which is
 // its own CA): /validate refuses Deployments named deny-*, /mutate adds the label mutated=yes.
 func testWebhook(t *testing.T) (*httptest.Server, []byte) {
+	srv := httptest.NewTLSServer(webhookMux())
+	t.Cleanup(srv.Close)
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// serviceWebhook serves webhookMux over HTTPS on 127.0.0.1 with a certificate for
+// <service>.<namespace>.svc from a fresh CA, and returns the server and that CA.
+func serviceWebhook(t *testing.T, service, namespace string) (*httptest.Server, []byte) {
+	ca, err := pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(pki.Spec{CommonName: service, DNSNames: []string{service + "." + namespace + ".svc"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(webhookMux())
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, ca.CertificatePEM()
+}
+
+func webhookMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	serve := func(decide func(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -53,9 +85,7 @@ func testWebhook(t *testing.T) (*httptest.Server, []byte) {
 		resp.Patch = []byte(`[{"op":"add","path":"/metadata/labels/mutated","value":"yes"}]`)
 		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	}))
-	srv := httptest.NewTLSServer(mux)
-	t.Cleanup(srv.Close)
-	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return mux
 }
 
 func admissionDeployment(name string, replicas int32) *appsv1.Deployment {
@@ -120,7 +150,8 @@ func testNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, na
 
 // TestDynamicAdmission runs admission webhooks and a ValidatingAdmissionPolicy in the real API server:
 // a validating webhook over HTTPS (caBundle verified) refuses one Deployment with its message and allows
-// another; failurePolicy Ignore and Fail when the webhook is down; a mutating webhook's JSONPatch is
+// another, and so does one called through clientConfig.service (an endpoint of the service, its
+// certificate verified for <service>.<namespace>.svc); failurePolicy Ignore and Fail when the webhook is down; a mutating webhook's JSONPatch is
 // stored; a policy refuses replicas 6 with its message; invalid configurations are 422 with the field
 // path; anonymous and unprivileged users get 403.
 func TestDynamicAdmission(t *testing.T) {
@@ -149,6 +180,40 @@ func TestDynamicAdmission(t *testing.T) {
 		d.Spec.Replicas = ptr.To[int32](2)
 		if _, err := c.AppsV1().Deployments("vwh").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("allowed update: %v", err)
+		}
+	})
+
+	t.Run("service webhook", func(t *testing.T) {
+		// clientConfig.service: the API server calls an endpoint of the service (from its EndpointSlices)
+		// and verifies the certificate for hook.svc.svc against caBundle
+		testNamespace(ctx, t, c, "svc")
+		hook, hookCA := serviceWebhook(t, "hook", "svc")
+		port := int32(hook.Listener.Addr().(*net.TCPAddr).Port)
+		if _, err := c.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(port)}}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.DiscoveryV1().EndpointSlices("svc").Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "hook-1", Labels: map[string]string{discoveryv1.LabelServiceName: "hook"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port)}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w := webhookFor("svc", "", hookCA, admissionregistrationv1.Fail)
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{CABundle: hookCA,
+			Service: &admissionregistrationv1.ServiceReference{Namespace: "svc", Name: "hook", Path: ptr.To("/validate")}}
+		if _, err := vwcs.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "svc"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{w}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := awaitCreate(ctx, t, c, "svc", admissionDeployment("deny-web", 1), refused("test webhook refuses deny-web")); !apierrors.IsForbidden(err) {
+			t.Fatalf("want 403 from the service webhook, got %v", err)
+		}
+		if _, err := c.AppsV1().Deployments("svc").Create(ctx, admissionDeployment("web", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("allowed deployment: %v", err)
 		}
 	})
 
