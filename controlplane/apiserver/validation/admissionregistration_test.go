@@ -37,16 +37,26 @@ func TestWebhookConfigurationValidation(t *testing.T) {
 			w.ClientConfig = admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "ns", Name: "svc", Port: ptr.To[int32](0)}}
 		}, "webhooks[0].clientConfig.service.port", field.ErrorTypeInvalid},
 		{"bad caBundle", func(w *admissionregistrationv1.ValidatingWebhook) { w.ClientConfig.CABundle = []byte("nope") }, "webhooks[0].clientConfig.caBundle", field.ErrorTypeInvalid},
-		{"sideEffects Some", func(w *admissionregistrationv1.ValidatingWebhook) { w.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassSome) }, "webhooks[0].sideEffects", field.ErrorTypeNotSupported},
+		{"sideEffects Some", func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassSome)
+		}, "webhooks[0].sideEffects", field.ErrorTypeNotSupported},
 		{"no review versions", func(w *admissionregistrationv1.ValidatingWebhook) { w.AdmissionReviewVersions = nil }, "webhooks[0].admissionReviewVersions", field.ErrorTypeRequired},
 		{"unknown review version", func(w *admissionregistrationv1.ValidatingWebhook) { w.AdmissionReviewVersions = []string{"v9"} }, "webhooks[0].admissionReviewVersions", field.ErrorTypeInvalid},
 		{"timeout 0", func(w *admissionregistrationv1.ValidatingWebhook) { w.TimeoutSeconds = ptr.To[int32](0) }, "webhooks[0].timeoutSeconds", field.ErrorTypeInvalid},
-		{"failurePolicy", func(w *admissionregistrationv1.ValidatingWebhook) { w.FailurePolicy = ptr.To(admissionregistrationv1.FailurePolicyType("Maybe")) }, "webhooks[0].failurePolicy", field.ErrorTypeNotSupported},
-		{"matchPolicy", func(w *admissionregistrationv1.ValidatingWebhook) { w.MatchPolicy = ptr.To(admissionregistrationv1.MatchPolicyType("Loose")) }, "webhooks[0].matchPolicy", field.ErrorTypeNotSupported},
-		{"star and more", func(w *admissionregistrationv1.ValidatingWebhook) { w.Rules[0].Operations = []admissionregistrationv1.OperationType{"*", "CREATE"} }, "webhooks[0].rules[0].operations", field.ErrorTypeInvalid},
+		{"failurePolicy", func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.FailurePolicy = ptr.To(admissionregistrationv1.FailurePolicyType("Maybe"))
+		}, "webhooks[0].failurePolicy", field.ErrorTypeNotSupported},
+		{"matchPolicy", func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.MatchPolicy = ptr.To(admissionregistrationv1.MatchPolicyType("Loose"))
+		}, "webhooks[0].matchPolicy", field.ErrorTypeNotSupported},
+		{"star and more", func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.Rules[0].Operations = []admissionregistrationv1.OperationType{"*", "CREATE"}
+		}, "webhooks[0].rules[0].operations", field.ErrorTypeInvalid},
 		{"no resources", func(w *admissionregistrationv1.ValidatingWebhook) { w.Rules[0].Resources = nil }, "webhooks[0].rules[0].resources", field.ErrorTypeRequired},
 		{"bad resource", func(w *admissionregistrationv1.ValidatingWebhook) { w.Rules[0].Resources = []string{"a/b/c"} }, "webhooks[0].rules[0].resources[0]", field.ErrorTypeInvalid},
-		{"bad scope", func(w *admissionregistrationv1.ValidatingWebhook) { w.Rules[0].Scope = ptr.To(admissionregistrationv1.ScopeType("Galaxy")) }, "webhooks[0].rules[0].scope", field.ErrorTypeNotSupported},
+		{"bad scope", func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.Rules[0].Scope = ptr.To(admissionregistrationv1.ScopeType("Galaxy"))
+		}, "webhooks[0].rules[0].scope", field.ErrorTypeNotSupported},
 		{"bad selector", func(w *admissionregistrationv1.ValidatingWebhook) {
 			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 		}, "webhooks[0].namespaceSelector.matchLabels", field.ErrorTypeInvalid},
@@ -102,15 +112,21 @@ func TestPolicyValidation(t *testing.T) {
 	}{
 		{"no validations", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Validations = nil }, "spec.validations", field.ErrorTypeRequired},
 		{"not bool", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Validations[0].Expression = "1" }, "spec.validations[0].expression", field.ErrorTypeInvalid},
-		{"bad message expression", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Validations[0].MessageExpression = "1 +" }, "spec.validations[0].messageExpression", field.ErrorTypeInvalid},
-		{"params without paramKind", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Validations[0].Expression = "params.x" }, "spec.validations[0].expression", field.ErrorTypeInvalid},
+		{"bad message expression", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
+			s.Validations[0].MessageExpression = "1 +"
+		}, "spec.validations[0].messageExpression", field.ErrorTypeInvalid},
+		{"params without paramKind", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
+			s.Validations[0].Expression = "params.x"
+		}, "spec.validations[0].expression", field.ErrorTypeInvalid},
 		{"bad variable name", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Variables[0].Name = "1x" }, "spec.variables[0].name", field.ErrorTypeInvalid},
 		{"no matchConstraints", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.MatchConstraints = nil }, "spec.matchConstraints", field.ErrorTypeRequired},
 		{"no resourceRules", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.MatchConstraints.ResourceRules = nil }, "spec.matchConstraints.resourceRules", field.ErrorTypeRequired},
 		{"paramKind without kind", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
 			s.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "v1"}
 		}, "spec.paramKind.kind", field.ErrorTypeRequired},
-		{"bad reason", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) { s.Validations[0].Reason = ptr.To(metav1.StatusReason("Nope")) }, "spec.validations[0].reason", field.ErrorTypeNotSupported},
+		{"bad reason", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
+			s.Validations[0].Reason = ptr.To(metav1.StatusReason("Nope"))
+		}, "spec.validations[0].reason", field.ErrorTypeNotSupported},
 		{"audit annotations", func(s *admissionregistrationv1.ValidatingAdmissionPolicySpec) {
 			s.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "k", ValueExpression: "'v'"}}
 		}, "spec.auditAnnotations", field.ErrorTypeInvalid},
