@@ -31,43 +31,41 @@ const noAuditLog = "not supported by nodekit: its API server keeps no audit log"
 // matchPolicy, selectors, sideEffects None or NoneOnDryRun, timeoutSeconds 1-30, admissionReviewVersions
 // and matchConditions (CEL, compiled).
 func ValidatingWebhookConfiguration(c *admissionregistrationv1.ValidatingWebhookConfiguration) field.ErrorList {
-	errs := Subdomain(&c.ObjectMeta)
-	names := sets.New[string]()
-	for i := range c.Webhooks {
-		w := &c.Webhooks[i]
-		p := field.NewPath("webhooks").Index(i)
-		errs = append(errs, webhookName(w.Name, names, p)...)
-		errs = append(errs, webhookCommon(w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector,
-			w.ObjectSelector, w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, p)...)
-	}
-	return errs
+	return append(Subdomain(&c.ObjectMeta), eachWebhook(c.Webhooks, func(w *admissionregistrationv1.ValidatingWebhook, p *field.Path) (string, field.ErrorList) {
+		return w.Name, webhookCommon(w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector,
+			w.ObjectSelector, w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, p)
+	})...)
 }
 
 // MutatingWebhookConfiguration validates a MutatingWebhookConfiguration as ValidatingWebhookConfiguration
 // does, plus reinvocationPolicy (Never or IfNeeded).
 func MutatingWebhookConfiguration(c *admissionregistrationv1.MutatingWebhookConfiguration) field.ErrorList {
-	errs := Subdomain(&c.ObjectMeta)
-	names := sets.New[string]()
-	for i := range c.Webhooks {
-		w := &c.Webhooks[i]
-		p := field.NewPath("webhooks").Index(i)
-		errs = append(errs, webhookName(w.Name, names, p)...)
-		errs = append(errs, webhookCommon(w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector,
-			w.ObjectSelector, w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, p)...)
+	return append(Subdomain(&c.ObjectMeta), eachWebhook(c.Webhooks, func(w *admissionregistrationv1.MutatingWebhook, p *field.Path) (string, field.ErrorList) {
+		errs := webhookCommon(w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector,
+			w.ObjectSelector, w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, p)
 		if w.ReinvocationPolicy != nil {
 			errs = append(errs, oneOf(string(*w.ReinvocationPolicy), p.Child("reinvocationPolicy"),
 				string(admissionregistrationv1.NeverReinvocationPolicy), string(admissionregistrationv1.IfNeededReinvocationPolicy))...)
 		}
-	}
-	return errs
+		return w.Name, errs
+	})...)
 }
 
-func webhookName(name string, seen sets.Set[string], p *field.Path) field.ErrorList {
-	errs := utilvalidation.IsFullyQualifiedName(p.Child("name"), name)
-	if seen.Has(name) {
-		errs = append(errs, field.Duplicate(p.Child("name"), name))
+// eachWebhook validates webhooks[i] with check, which returns the webhook's name and its other errors,
+// and checks the names: fully qualified and unique.
+func eachWebhook[W any](webhooks []W, check func(w *W, p *field.Path) (string, field.ErrorList)) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i := range webhooks {
+		p := field.NewPath("webhooks").Index(i)
+		name, werrs := check(&webhooks[i], p)
+		errs = append(errs, utilvalidation.IsFullyQualifiedName(p.Child("name"), name)...)
+		if seen.Has(name) {
+			errs = append(errs, field.Duplicate(p.Child("name"), name))
+		}
+		seen.Insert(name)
+		errs = append(errs, werrs...)
 	}
-	seen.Insert(name)
 	return errs
 }
 
