@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/controlplane/addons"
@@ -121,15 +123,19 @@ func startAddons(ctx context.Context, kubeconfig string, o addons.Options) {
 // controlLoops returns the scheduler and the controller manager, each with its own kubeconfig
 // (identity system:kube-scheduler or system:kube-controller-manager, which the bootstrap RBAC policy
 // grants their roles): they reach etcd only through the API server, and their informers retry until it
-// serves and authorizes them.
+// serves and authorizes them. The controller manager also gets a metadata client on its identity (the
+// namespace controller deletes custom resources with it).
 func controlLoops(schedulerKubeconfig, controllersKubeconfig string, so scheduler.Options, co controllers.Options) ([]*loop, error) {
-	schedClient, err := clientFor(schedulerKubeconfig)
+	schedClient, _, err := clientFor(schedulerKubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	client, err := clientFor(controllersKubeconfig)
+	client, cfg, err := clientFor(controllersKubeconfig)
 	if err != nil {
 		return nil, err
+	}
+	if co.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("control loops: metadata client for %s: %w", controllersKubeconfig, err)
 	}
 	return []*loop{
 		{name: SchedulerLoop, run: func(ctx context.Context) error { return scheduler.Run(ctx, schedClient, so) }},
@@ -137,19 +143,19 @@ func controlLoops(schedulerKubeconfig, controllersKubeconfig string, so schedule
 	}, nil
 }
 
-// clientFor returns a client for a control loop's kubeconfig.
-func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+// clientFor returns a client for a control loop's kubeconfig, and the config it is built on.
+func clientFor(kubeconfig string) (kubernetes.Interface, *rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
+		return nil, nil, fmt.Errorf("control loops: load %s: %w", kubeconfig, err)
 	}
 	// client-go's default 5 requests/s would cap the scheduler at about 5 bindings/s.
 	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
+		return nil, nil, fmt.Errorf("control loops: client for %s: %w", kubeconfig, err)
 	}
-	return client, nil
+	return client, cfg, nil
 }
 
 // waitReadyz polls GET /readyz on the admin kubeconfig's API server every 250 ms until it answers

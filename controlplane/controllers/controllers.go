@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/bootstraptoken"
 	"github.com/nodekit/nodekit/controlplane/controllers/certificates"
@@ -90,6 +91,11 @@ type Options struct {
 	RootCA []byte
 	// ClusterSigningDuration is the longest lifetime csrsigning issues (default one year).
 	ClusterSigningDuration time.Duration
+	// Metadata is a metadata client on the same identity as the clientset: the namespace controller
+	// deletes with it, and the garbage collector watches and collects with it, the resources discovery
+	// lists beyond the built-in kinds (custom resources). When nil, those are left alone and both
+	// controllers say so in the log.
+	Metadata metadata.Interface
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -162,9 +168,9 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 		case EndpointSlice:
 			r, err = endpointslice.New(client, factory, log)
 		case Namespace:
-			r, err = namespace.New(client, factory, log)
+			r, err = namespace.New(client, opts.Metadata, factory, log)
 		case GarbageCollector:
-			r, err = garbagecollector.New(client, factory, log)
+			r, err = garbagecollector.New(client, opts.Metadata, factory, log)
 		case ServiceAccount:
 			r, err = serviceaccount.New(client, factory, log)
 		case CSRApproving:

@@ -24,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -43,6 +44,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/authz/bootstrappolicy"
 	nodeauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/node"
 	rbacauthz "github.com/nodekit/nodekit/controlplane/apiserver/authz/rbac"
+	"github.com/nodekit/nodekit/controlplane/apiserver/crd"
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/admissionregistration"
@@ -67,8 +69,9 @@ import (
 	"github.com/nodekit/nodekit/controlplane/etcd"
 )
 
-// build configures k8s.io/apiserver's generic server and installs every API group.
-func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, serviceNet *net.IPNet, kubernetesIP net.IP, npBase, npSize, port int) (*genericapiserver.GenericAPIServer, error) {
+// build configures k8s.io/apiserver's generic server and installs every API group, on the
+// CustomResourceDefinitions server (package crd) as its delegate.
+func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, serviceNet *net.IPNet, kubernetesIP net.IP, npBase, npSize, port int) (*genericapiserver.GenericAPIServer, *crd.Server, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = effectiveVersion()
 	serving := (&genericoptions.SecureServingOptions{
@@ -77,18 +80,18 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 			CertFile: pki.CertPath(pkiDir, pki.ServingName), KeyFile: pki.KeyPath(pkiDir, pki.ServingName)}},
 	}).WithLoopback()
 	if err := serving.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return nil, fmt.Errorf("apiserver: serving: %w", err)
+		return nil, nil, fmt.Errorf("apiserver: serving: %w", err)
 	}
 	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", certs.ca.CertPEM)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.SecureServing.ClientCA = clientCA
 	pool := x509.NewCertPool()
 	pool.AddCert(certs.ca.Cert)
 	saTokens, err := satoken.LoadOrCreate(pkiDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
 	cfg.ExternalAddress = net.JoinHostPort(opts.AdvertiseAddress, fmt.Sprint(port))
@@ -99,14 +102,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "nodekit"
 
-	getter := newRESTOptions(&etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile})
+	etcdStore := &etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}
+	getter := newRESTOptions(etcdStore)
 	cli, err := (&etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}).Client()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ips, err := allocator.NewServiceIPs(cli, serviceNet)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	alloc := service.Allocators{IPs: ips, NodePorts: allocator.NewNodePorts(cli, npBase, npSize)}
 
@@ -118,22 +122,22 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	nodes, nodeStore, err := node.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merge(nodes)
 	kubelets, err := newKubeletConnection(nodeStore, certs.kubeletClient, pool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	core["nodes/proxy"] = node.NewProxyREST(kubelets)
 	pods, podStore, err := pod.NewStorage(getter, kubelets)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver: loopback client: %w", err)
+		return nil, nil, fmt.Errorf("apiserver: loopback client: %w", err)
 	}
 	rbacInformers := informers.NewSharedInformerFactory(loopback, 0)
 	rbacRules := &rbacauthz.Authorizer{
@@ -141,64 +145,64 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		ClusterRoles: rbacInformers.Rbac().V1().ClusterRoles().Lister(), ClusterRoleBindings: rbacInformers.Rbac().V1().ClusterRoleBindings().Lister(),
 	}
 	if cfg.Authorization.Authorizer, err = authz.New(nodeauthz.Authorizer{Graph: nodeGraph}, rbacRules); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rbacStorage, err := rbacregistry.NewStorage(getter, &rbacregistry.Guard{Rules: rbacRules, Authorizer: cfg.Authorization.Authorizer})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	authorizationStorage := authorization.NewStorage(cfg.Authorization.Authorizer, rbacRules.RulesFor)
 	merge(pods)
 	svcs, err := service.NewStorage(getter, alloc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merge(svcs)
 	plainCore, err := plain.Core(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merge(plainCore)
 	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
 	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	authenticationStorage := authentication.NewStorage(cfg.Authentication.Authenticator, saTokens.APIAudiences)
 	genericapiserver.AuthorizeClientBearerToken(cfg.LoopbackClientConfig, &cfg.Authentication, &cfg.Authorization)
 	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), saTokens)
 	coordination, err := plain.Coordination(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	disc, err := plain.Discovery(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	appsStorage, err := apps.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	batchStorage, err := batch.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	policyStorage, pdbStore, err := policy.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	core["pods/eviction"] = pod.NewEvictionREST(podStore, pdbStore, policyStorage["poddisruptionbudgets/status"].(rest.Updater))
 	csrStorage, err := certificates.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	serviceCIDRs, defaultCIDR, defaultCIDRStatus, err := servicecidr.NewStorage(getter, serviceNet.String())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	namespaces, nsStore, err := namespace.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merge(namespaces)
 
@@ -224,9 +228,19 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, err
 	}
 
-	gs, err := cfg.Complete(nil).New("nodekit-apiserver", genericapiserver.NewEmptyDelegate())
+	// one aggregated discovery document (/apis as apidiscovery.k8s.io/v2) for both servers, as in
+	// kube-apiserver: the apiextensions server adds each CRD's group version to it
+	cfg.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
+	crds, err := crd.New(crd.Options{
+		Generic: *cfg, Storage: *storageConfig(etcdStore), Definitions: openapi.GetOpenAPIDefinitions, Scheme: scheme.Scheme,
+		Services: rbacInformers.Core().V1().Services().Lister(),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("apiserver: %w", err)
+		return nil, nil, err
+	}
+	gs, err := cfg.Complete(nil).New("nodekit-apiserver", crds.Delegate())
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiserver: %w", err)
 	}
 	if opts.ShutdownTimeout > 0 {
 		gs.ShutdownTimeout = opts.ShutdownTimeout
@@ -234,7 +248,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	legacy := genericapiserver.NewDefaultAPIGroupInfo("", scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 	legacy.VersionedResourcesStorageMap[corev1.SchemeGroupVersion.Version] = core
 	if err := gs.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacy); err != nil {
-		return nil, fmt.Errorf("apiserver: install core/v1: %w", err)
+		return nil, nil, fmt.Errorf("apiserver: install core/v1: %w", err)
 	}
 	var groups []*genericapiserver.APIGroupInfo
 	for group, storage := range map[string]map[string]rest.Storage{
@@ -249,7 +263,14 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		groups = append(groups, &g)
 	}
 	if err := gs.InstallAPIGroups(groups...); err != nil {
-		return nil, fmt.Errorf("apiserver: install groups: %w", err)
+		return nil, nil, fmt.Errorf("apiserver: install groups: %w", err)
+	}
+	var builtin []string
+	for _, g := range groups {
+		builtin = append(builtin, g.PrioritizedVersions[0].Group)
+	}
+	if err := crds.PublishDiscovery(gs.DiscoveryGroupManager, builtin); err != nil {
+		return nil, nil, err
 	}
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
@@ -281,7 +302,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		}()
 		return nil
 	})
-	return gs, nil
+	return gs, crds, nil
 }
 
 // podGetter reads a pod from the pod storage (etcd: admission must see the latest binding).

@@ -19,6 +19,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/crd"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/internal/certutil"
 )
@@ -79,6 +80,7 @@ type Server struct {
 	CAHash string
 
 	generic *genericapiserver.GenericAPIServer
+	crds    *crd.Server
 }
 
 func (o *Options) complete() error {
@@ -174,19 +176,23 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 
-	gs, err := build(opts, ln, pkiDir, certs, serviceNet, kubernetesIP, npBase, npSize, port)
+	gs, crds, err := build(opts, ln, pkiDir, certs, serviceNet, kubernetesIP, npBase, npSize, port)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	caHash := certutil.CAHash(certs.ca.Cert)
 	slog.Info("apiserver configured", "url", serverURL, "kubeconfig", kubeconfig, "pki", pkiDir, "ca-hash", caHash)
-	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, CA: certs.ca, CAHash: caHash, generic: gs}, nil
+	return &Server{URL: serverURL, KubeconfigPath: kubeconfig, PKIDir: pkiDir, CA: certs.ca, CAHash: caHash, generic: gs, crds: crds}, nil
 }
 
 // Run serves until ctx is cancelled, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
-	return s.generic.PrepareRun().RunWithContext(ctx)
+	prepared := s.generic.PrepareRun()
+	if err := s.crds.ShareOpenAPI(s.generic); err != nil {
+		return err
+	}
+	return prepared.RunWithContext(ctx)
 }
 
 // AddReadyzChecks adds checks to /readyz (each also served as /readyz/<name>), for the components that

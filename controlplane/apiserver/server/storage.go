@@ -18,14 +18,21 @@ type restOptions struct {
 	config storagebackend.Config
 }
 
-func newRESTOptions(store *etcd.Store) *restOptions {
-	jsonSerializer := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
-	codec := scheme.Codecs.CodecForVersions(jsonSerializer, jsonSerializer, scheme.GroupVersions, runtime.InternalGroupVersioner)
-	cfg := storagebackend.NewDefaultConfig("/registry", codec)
+// storageConfig is the etcd3 backend config under /registry for store, with no codec: the built-in
+// groups and the CustomResourceDefinitions server (package crd) each set their own.
+func storageConfig(store *etcd.Store) *storagebackend.Config {
+	cfg := storagebackend.NewDefaultConfig("/registry", nil)
 	cfg.Type = storagebackend.StorageTypeETCD3
-	cfg.EncodeVersioner = scheme.GroupVersions
 	cfg.Transport.ServerList = store.Endpoints
 	cfg.Transport.CertFile, cfg.Transport.KeyFile, cfg.Transport.TrustedCAFile = store.CertFile, store.KeyFile, store.CAFile
+	return cfg
+}
+
+func newRESTOptions(store *etcd.Store) *restOptions {
+	jsonSerializer := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+	cfg := storageConfig(store)
+	cfg.Codec = scheme.Codecs.CodecForVersions(jsonSerializer, jsonSerializer, scheme.GroupVersions, runtime.InternalGroupVersioner)
+	cfg.EncodeVersioner = scheme.GroupVersions
 	return &restOptions{config: *cfg}
 }
 

@@ -4,7 +4,10 @@
 // have a live owner. It also carries out the two deletion modes the API server delegates through
 // finalizers on the owner: "orphan" (remove the owner from its dependents' ownerReferences, then the
 // finalizer) and "foregroundDeletion" (delete the dependents, and remove the finalizer once none that
-// block owner deletion is left). It covers the kinds in package resources.
+// block owner deletion is left). It covers the kinds in package resources through the shared
+// informers, and every other resource discovery lists with the get, list, watch, patch and delete verbs
+// (custom resources of CRDs, found again every discoveryPeriod) through metadata informers and the
+// metadata client, as Kubernetes' garbage collector does.
 package garbagecollector
 
 import (
@@ -16,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/resources"
@@ -44,15 +49,25 @@ const (
 // finalizer to honour.
 type Controller struct {
 	client kubernetes.Interface
-	kinds  []resources.Kind
-	infs   []cache.SharedIndexInformer
-	byGK   map[schema.GroupKind]int
+	meta   metadata.Interface
+	// mu guards kinds, infs, byGK and dynamic: discovery adds and removes kinds while workers run. A
+	// kind's index never changes; a removed kind's informer is nil.
+	mu      sync.RWMutex
+	kinds   []resources.Kind
+	infs    []cache.SharedIndexInformer
+	byGK    map[schema.GroupKind]int
+	dynamic map[schema.GroupResource]dynamicKind
 	*workloop.Loop
 }
 
-// New registers informers for every kind in package resources (except Events) on factory.
-func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
-	c := &Controller{client: client, byGK: map[schema.GroupKind]int{}}
+// New registers informers for every kind in package resources (except Events) on factory. meta, when
+// not nil, is the metadata client the discovered kinds (custom resources) are watched and changed with;
+// when nil, only package resources' kinds are collected and the log says so.
+func New(client kubernetes.Interface, meta metadata.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
+	c := &Controller{client: client, meta: meta, byGK: map[schema.GroupKind]int{}, dynamic: map[schema.GroupResource]dynamicKind{}}
+	if meta == nil {
+		log.Warn("garbage collector: no metadata client; only built-in kinds are collected", "controller", "garbagecollector")
+	}
 	c.Loop = workloop.New("garbagecollector", c.reconcile, log)
 	for _, k := range resources.All() {
 		if k.GVK.Kind == "Event" {
@@ -66,15 +81,46 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 			return nil, fmt.Errorf("garbagecollector: index %s: %w", k.Resource, err)
 		}
 		c.infs = append(c.infs, inf)
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onChange(i, obj) },
-			UpdateFunc: func(_, obj any) { c.onChange(i, obj) },
-			DeleteFunc: c.onDelete,
-		}); err != nil {
+		if err := c.handle(i, inf); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// handle queues inf's objects as kind i.
+func (c *Controller) handle(i int, inf cache.SharedIndexInformer) error {
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onChange(i, obj) },
+		UpdateFunc: func(_, obj any) { c.onChange(i, obj) },
+		DeleteFunc: c.onDelete,
+	})
+	return err
+}
+
+// Run runs the workers and, with a metadata client, the discovery of further kinds, until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	if c.meta != nil {
+		go c.discoverEvery(ctx, discoveryPeriod)
+	}
+	c.Loop.Run(ctx, workers)
+}
+
+// at returns kind i and its informer; ok is false for an unknown or removed kind.
+func (c *Controller) at(i int) (resources.Kind, cache.SharedIndexInformer, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if i < 0 || i >= len(c.kinds) || c.infs[i] == nil {
+		return resources.Kind{}, nil, false
+	}
+	return c.kinds[i], c.infs[i], true
+}
+
+// informers returns the informers of the current kinds by index (nil for a removed one).
+func (c *Controller) informers() []cache.SharedIndexInformer {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.infs)
 }
 
 func ownerUIDs(obj any) ([]string, error) {
@@ -113,8 +159,11 @@ func (c *Controller) onDelete(obj any) {
 	if err != nil {
 		return
 	}
-	for i := range c.infs {
-		deps, _ := c.infs[i].GetIndexer().ByIndex(ownerUIDIndex, string(m.GetUID()))
+	for i, inf := range c.informers() {
+		if inf == nil {
+			continue
+		}
+		deps, _ := inf.GetIndexer().ByIndex(ownerUIDIndex, string(m.GetUID()))
 		for _, d := range deps {
 			if dm, err := meta.Accessor(d); err == nil {
 				c.Add("dep|" + strconv.Itoa(i) + "|" + objKey(dm))
@@ -129,10 +178,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	kind, err := strconv.Atoi(parts[1])
-	if err != nil || kind < 0 || kind >= len(c.kinds) {
+	if err != nil {
 		return nil
 	}
-	obj, exists, err := c.infs[kind].GetIndexer().GetByKey(parts[2])
+	_, inf, ok := c.at(kind)
+	if !ok {
+		return nil
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(parts[2])
 	if err != nil || !exists {
 		return err
 	}
@@ -161,12 +214,15 @@ func (c *Controller) ownerOf(ctx context.Context, depNS string, ref metav1.Owner
 	if err != nil {
 		return ownerPresent, nil
 	}
+	c.mu.RLock()
 	i, ok := c.byGK[gv.WithKind(ref.Kind).GroupKind()]
-	if !ok {
+	c.mu.RUnlock()
+	k, inf, known := c.at(i)
+	if !ok || !known {
 		return ownerPresent, nil // a kind we cannot see: never delete on a guess
 	}
 	ns := ""
-	if c.kinds[i].Namespaced {
+	if k.Namespaced {
 		ns = depNS
 	}
 	state := func(m metav1.Object) ownerState {
@@ -178,12 +234,12 @@ func (c *Controller) ownerOf(ctx context.Context, depNS string, ref metav1.Owner
 		}
 		return ownerPresent
 	}
-	if obj, exists, _ := c.infs[i].GetIndexer().GetByKey(workloop.KeyOf(ns, ref.Name)); exists {
+	if obj, exists, _ := inf.GetIndexer().GetByKey(workloop.KeyOf(ns, ref.Name)); exists {
 		if m, err := meta.Accessor(obj); err == nil && m.GetUID() == ref.UID {
 			return state(m), nil
 		}
 	}
-	live, err := c.kinds[i].Get(ctx, c.client, ns, ref.Name)
+	live, err := k.Get(ctx, c.client, ns, ref.Name)
 	if apierrors.IsNotFound(err) {
 		return ownerAbsent, nil
 	}
@@ -216,7 +272,10 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 			live++
 		}
 	}
-	k := c.kinds[kind]
+	k, _, ok := c.at(kind)
+	if !ok {
+		return nil
+	}
 	if live == 0 && (len(dangling) > 0 || foreground > 0) {
 		policy := metav1.DeletePropagationBackground
 		if foreground > 0 {
@@ -270,8 +329,11 @@ func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Ob
 	fins := owner.GetFinalizers()
 	var deps []metav1.Object
 	var depKinds []int
-	for i := range c.infs {
-		objs, _ := c.infs[i].GetIndexer().ByIndex(ownerUIDIndex, string(owner.GetUID()))
+	for i, inf := range c.informers() {
+		if inf == nil {
+			continue
+		}
+		objs, _ := inf.GetIndexer().ByIndex(ownerUIDIndex, string(owner.GetUID()))
 		for _, o := range objs {
 			if m, err := meta.Accessor(o); err == nil {
 				deps = append(deps, m)
@@ -283,7 +345,9 @@ func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Ob
 	switch {
 	case slices.Contains(fins, finalizerOrphan):
 		for j, d := range deps {
-			errs = append(errs, c.removeOwnerRefs(ctx, c.kinds[depKinds[j]], d, []types.UID{owner.GetUID()}))
+			if k, _, ok := c.at(depKinds[j]); ok {
+				errs = append(errs, c.removeOwnerRefs(ctx, k, d, []types.UID{owner.GetUID()}))
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			return err
@@ -317,7 +381,10 @@ func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Ob
 func (c *Controller) removeFinalizer(ctx context.Context, kind int, m metav1.Object, fin string) error {
 	rest := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == fin })
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": m.GetResourceVersion()}})
-	k := c.kinds[kind]
+	k, _, ok := c.at(kind)
+	if !ok {
+		return nil
+	}
 	if err := k.Patch(ctx, c.client, m.GetNamespace(), m.GetName(), types.MergePatchType, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove finalizer %s from %s %s: %w", fin, k.Resource, objKey(m), err)
 	}

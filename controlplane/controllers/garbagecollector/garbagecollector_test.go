@@ -9,9 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
@@ -30,7 +32,7 @@ func TestCollectsOrphansKeepsOwned(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{ref("live", "old-uid"), ref("live", "live-uid")}}}
 	client := fake.NewClientset(rs, orphan, owned, mixed)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,4 +59,40 @@ func TestCollectsOrphansKeepsOwned(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCollectsDiscoveredKinds: a kind outside package resources that discovery lists (a CRD's) is
+// watched through the metadata client: its object whose owner is gone is collected, the one whose owner
+// lives stays.
+func TestCollectsDiscoveredKinds(t *testing.T) {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "live", Namespace: "default", UID: "live-uid"}}
+	client := fake.NewClientset(cm)
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}},
+	}}}
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	widget := func(name, ownerUID string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(name + "-uid"),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "live", UID: types.UID(ownerUID)}}}}
+	}
+	sch := metadatafake.NewTestScheme()
+	sch.AddKnownTypeWithName(widgets.GroupVersion().WithKind("Widget"), &metav1.PartialObjectMetadata{})
+	sch.AddKnownTypeWithName(widgets.GroupVersion().WithKind("WidgetList"), &metav1.PartialObjectMetadataList{})
+	meta := metadatafake.NewSimpleMetadataClient(sch, widget("orphan", "old-uid"), widget("owned", "live-uid"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, meta, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
+	controllertest.Eventually(t, "the orphaned widget collected", func() error {
+		if _, err := meta.Resource(widgets).Namespace("default").Get(ctx, "orphan", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("orphan: %v", err)
+		}
+		return nil
+	})
+	if _, err := meta.Resource(widgets).Namespace("default").Get(ctx, "owned", metav1.GetOptions{}); err != nil {
+		t.Fatalf("widget with a live owner was collected: %v", err)
+	}
 }

@@ -20,9 +20,7 @@ var conditionTypes = []v1.NamespaceConditionType{
 	v1.NamespaceFinalizersRemaining,
 }
 
-// okConditions are Kubernetes' reasons and messages of the False (nothing wrong) conditions. The
-// discovery and group-version ones are always False here: the controller's kinds are compiled in
-// (resources.All), not discovered.
+// okConditions are Kubernetes' reasons and messages of the False (nothing wrong) conditions.
 var okConditions = map[v1.NamespaceConditionType][2]string{
 	v1.NamespaceDeletionDiscoveryFailure: {"ResourcesDiscovered", "All resources successfully discovered"},
 	v1.NamespaceDeletionGVParsingFailure: {"ParsedGroupVersions", "All legacy kube types successfully parsed"},
@@ -34,9 +32,11 @@ var okConditions = map[v1.NamespaceConditionType][2]string{
 // deletion is what one pass over a terminating namespace found: the delete or list calls that failed,
 // the objects left per resource and the finalizers they are held by.
 type deletion struct {
-	errs       []error
-	remaining  map[schema.GroupResource]int
-	finalizers map[string]int
+	// discoveryErr is the error of listing the namespaced resources (nil when discovery answered).
+	discoveryErr error
+	errs         []error
+	remaining    map[schema.GroupResource]int
+	finalizers   map[string]int
 }
 
 func newDeletion() *deletion {
@@ -56,6 +56,9 @@ func (d *deletion) left() int {
 // messages (True when something failed or remains).
 func (d *deletion) conditions() []v1.NamespaceCondition {
 	failed := map[v1.NamespaceConditionType][2]string{}
+	if d.discoveryErr != nil {
+		failed[v1.NamespaceDeletionDiscoveryFailure] = [2]string{"DiscoveryFailed", "Discovery failed for some groups: " + d.discoveryErr.Error()}
+	}
 	if len(d.errs) > 0 {
 		msgs := make([]string, 0, len(d.errs))
 		for _, err := range d.errs {

@@ -3,6 +3,7 @@ package namespace
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
@@ -33,7 +35,7 @@ func TestTerminatingNamespaceEmptiedThenFinalized(t *testing.T) {
 	)
 	deleteCollection(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestPodsFirstAndDeletionConditions(t *testing.T) {
 		return false, nil, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, controllertest.Logger())
+	c, err := New(client, nil, factory, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,4 +225,81 @@ func kindFor(gvr schema.GroupVersionResource) schema.GroupVersionKind {
 		}
 	}
 	return gvr.GroupVersion().WithKind("")
+}
+
+// TestDiscoveredResourcesDeleted: objects of a namespaced resource that discovery lists beyond the
+// built-in kinds (a CRD's) are deleted through the metadata client before the namespace is finalized;
+// those of another namespace stay. While discovery fails, the finalizer stays and
+// NamespaceDeletionDiscoveryFailure says why.
+func TestDiscoveredResourcesDeleted(t *testing.T) {
+	now := metav1.Now()
+	client := fake.NewClientset(
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone", DeletionTimestamp: &now},
+			Spec: v1.NamespaceSpec{Finalizers: []v1.FinalizerName{v1.FinalizerKubernetes}}, Status: v1.NamespaceStatus{Phase: v1.NamespaceTerminating}},
+	)
+	deleteCollection(client)
+	controllertest.StatusSubresource(client, "namespaces")
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list", "delete"}},
+		{Name: "widgets/status", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "update"}},
+	}}}
+	var failDiscovery atomic.Bool
+	failDiscovery.Store(true)
+	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failDiscovery.Load() {
+			return true, nil, fmt.Errorf("discovery unavailable")
+		}
+		return false, nil, nil
+	})
+	widget := func(ns, name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	sch := metadatafake.NewTestScheme()
+	sch.AddKnownTypeWithName(widgets.GroupVersion().WithKind("Widget"), &metav1.PartialObjectMetadata{})
+	sch.AddKnownTypeWithName(widgets.GroupVersion().WithKind("WidgetList"), &metav1.PartialObjectMetadataList{})
+	meta := metadatafake.NewSimpleMetadataClient(sch, widget("gone", "a"), widget("gone", "b"), widget("live", "c"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, meta, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 1) })
+	widgetsIn := func(ns string) int {
+		l, err := meta.Resource(widgets).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	controllertest.Eventually(t, "discovery failure reported", func() error {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range ns.Status.Conditions {
+			if cond.Type == v1.NamespaceDeletionDiscoveryFailure && cond.Status == v1.ConditionTrue && cond.Reason == "DiscoveryFailed" {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", ns.Status.Conditions)
+	})
+	if ns, _ := client.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{}); len(ns.Spec.Finalizers) != 1 || widgetsIn("gone") != 2 {
+		t.Fatalf("finalized (%v) or emptied (%d widgets left) while discovery fails", ns.Spec.Finalizers, widgetsIn("gone"))
+	}
+	failDiscovery.Store(false)
+	controllertest.Eventually(t, "custom objects deleted, namespace finalized", func() error {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n := widgetsIn("gone"); n != 0 || len(ns.Spec.Finalizers) != 0 {
+			return fmt.Errorf("%d widgets left, finalizers %v", n, ns.Spec.Finalizers)
+		}
+		return nil
+	})
+	if n := widgetsIn("live"); n != 1 {
+		t.Fatalf("%d widgets left in another namespace, want 1", n)
+	}
 }

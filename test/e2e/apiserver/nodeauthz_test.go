@@ -32,8 +32,14 @@ func forbidden(t *testing.T, what string, err error, want string) {
 // until it returns nil; it fails the test with f's last error.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
+	await(t, 10*time.Second, what, f)
+}
+
+// await polls f every 50 ms until it returns nil, failing the test with f's last error after timeout.
+func await(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		last = f()
 		return last == nil, nil
 	})

@@ -28,13 +28,30 @@ func kubectl(t *testing.T, s *fw.Server, args ...string) string {
 	if err != nil {
 		t.Skip("kubectl not installed")
 	}
-	cmd := exec.CommandContext(ctxT(t), path, append([]string{"--kubeconfig", s.KubeconfigPath}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
+	out, err := kubectlAt(path, t.TempDir(), s, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
+}
+
+// kubectlErr runs kubectl like kubectl, returning its output and error instead of failing the test.
+func kubectlErr(t *testing.T, s *fw.Server, args ...string) (string, error) {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	return kubectlAt(path, t.TempDir(), s, args...)
+}
+
+func kubectlAt(path, home string, s *fw.Server, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig", s.KubeconfigPath}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // TestKubernetesEndpointSlice: after start the EndpointSlice default/kubernetes points at the advertised

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit/controlplane/controllers"
@@ -57,6 +58,7 @@ func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	s := apiserver.Start(t, apiserver.Options{DefaultTolerationSeconds: labTolerationSec})
 	cm := s.ControllerManagerClient(t)
+	cmMeta := metadata.NewForConfigOrDie(s.ControllerManagerConfig(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -69,6 +71,7 @@ func startCluster(t *testing.T) *cluster {
 	go func() {
 		defer wg.Done()
 		err := controllers.Run(ctx, cm, controllers.Options{
+			Metadata:               cmMeta,
 			Logger:                 testLogger(),
 			ClusterCIDR:            "10.244.0.0/16",
 			NodeMonitorGracePeriod: labGrace,

@@ -264,14 +264,23 @@ func (s *Server) ControllerManagerClient(t testing.TB) *kubernetes.Clientset {
 	return s.kubeconfigClient(t, nodekitserver.Config{DataDir: s.DataDir}.Paths().ControllerManagerKubeconfig)
 }
 
+// ControllerManagerConfig is the controller manager's client config (for its metadata client).
+func (s *Server) ControllerManagerConfig(t testing.TB) *rest.Config {
+	return s.kubeconfig(t, nodekitserver.Config{DataDir: s.DataDir}.Paths().ControllerManagerKubeconfig)
+}
+
 func (s *Server) kubeconfigClient(t testing.TB, path string) *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(s.kubeconfig(t, path))
+}
+
+func (s *Server) kubeconfig(t testing.TB, path string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
-	return kubernetes.NewForConfigOrDie(cfg)
+	return cfg
 }
 
 // Etcd returns an etcd client for the embedded store; it is closed by t.Cleanup.
