@@ -208,11 +208,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 
 	admissionStorage, err := admissionregistration.NewStorage(getter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dynamicClient, err := dynamic.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver: loopback client: %w", err)
+		return nil, nil, fmt.Errorf("apiserver: loopback client: %w", err)
 	}
 	restMapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(loopback.Discovery()))
 	if cfg.AdmissionControl, err = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
@@ -225,7 +225,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
 		Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// one aggregated discovery document (/apis as apidiscovery.k8s.io/v2) for both servers, as in
