@@ -1,5 +1,5 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, Deployment, DaemonSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
 // CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
@@ -32,34 +32,38 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
+	"github.com/nodekit/nodekit/controlplane/controllers/statefulset"
 	"github.com/nodekit/nodekit/internal/podnet"
 )
 
 // Names of the controllers, for Options.Controllers.
 const (
-	NodeIPAM         = "nodeipam"
-	NodeLifecycle    = "nodelifecycle"
-	ReplicaSet       = "replicaset"
-	Deployment       = "deployment"
-	EndpointSlice    = "endpointslice"
-	Namespace        = "namespace"
-	GarbageCollector = "garbagecollector"
-	ServiceAccount   = "serviceaccount"
-	CSRApproving     = "csrapproving"
-	CSRSigning       = "csrsigning"
-	TokenCleaner     = "tokencleaner"
-	BootstrapSigner  = "bootstrapsigner"
-	RootCAPublisher  = "root-ca-cert-publisher"
-	DaemonSet        = "daemonset"
-	Job              = "job"
-	Disruption       = "disruption"
+	NodeIPAM      = "nodeipam"
+	NodeLifecycle = "nodelifecycle"
+	ReplicaSet    = "replicaset"
+	// ReplicationController is upstream's replication manager (core/v1 ReplicationControllers).
+	ReplicationController = "replicationcontroller"
+	Deployment            = "deployment"
+	EndpointSlice         = "endpointslice"
+	Namespace             = "namespace"
+	GarbageCollector      = "garbagecollector"
+	ServiceAccount        = "serviceaccount"
+	CSRApproving          = "csrapproving"
+	CSRSigning            = "csrsigning"
+	TokenCleaner          = "tokencleaner"
+	BootstrapSigner       = "bootstrapsigner"
+	RootCAPublisher       = "root-ca-cert-publisher"
+	DaemonSet             = "daemonset"
+	StatefulSet           = "statefulset"
+	Job                   = "job"
+	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
 )
 
 // All lists every controller name.
-var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, Job, Disruption, ClusterRoleAggregation}
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, Disruption, ClusterRoleAggregation}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -163,6 +167,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			}
 		case ReplicaSet:
 			r, err = replicaset.New(client, factory, log)
+		case ReplicationController:
+			r, err = replicaset.NewReplicationControllers(client, factory, log)
 		case Deployment:
 			r, err = deployment.New(client, factory, log)
 		case EndpointSlice:
@@ -193,6 +199,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = bootstraptoken.NewSigner(client, opts.ResyncPeriod, log)
 		case DaemonSet:
 			r, err = daemonset.New(client, factory, log)
+		case StatefulSet:
+			r, err = statefulset.New(client, factory, log)
 		case Job:
 			r, err = job.New(client, factory, nil, log)
 		case Disruption:

@@ -6,6 +6,7 @@
 package defaults
 
 import (
+	"maps"
 	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,6 +50,8 @@ func Register(s *runtime.Scheme) {
 			}
 		}
 	})
+	s.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(o any) { podspec.Default(&o.(*corev1.PodTemplate).Template.Spec) })
+	s.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(o any) { ReplicationController(o.(*corev1.ReplicationController)) })
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { Deployment(o.(*appsv1.Deployment)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)
@@ -58,6 +61,7 @@ func Register(s *runtime.Scheme) {
 		podspec.Default(&rs.Spec.Template.Spec)
 	})
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { StatefulSet(o.(*appsv1.StatefulSet)) })
 	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) {
 		j := o.(*batchv1.Job)
 		if len(j.Labels) == 0 {
@@ -193,4 +197,62 @@ func Subjects(subjects []rbacv1.Subject) {
 			s.APIGroup = rbacv1.GroupName
 		}
 	}
+}
+
+// ReplicationController defaults an RC as kube-apiserver does: with a template, an empty selector and
+// empty labels are the template's labels; replicas 1; and the template's pod spec.
+func ReplicationController(rc *corev1.ReplicationController) {
+	if t := rc.Spec.Template; t != nil {
+		if len(rc.Spec.Selector) == 0 {
+			rc.Spec.Selector = maps.Clone(t.Labels)
+		}
+		if len(rc.Labels) == 0 {
+			rc.Labels = maps.Clone(t.Labels)
+		}
+		podspec.Default(&t.Spec)
+	}
+	if rc.Spec.Replicas == nil {
+		rc.Spec.Replicas = ptr.To[int32](1)
+	}
+}
+
+// StatefulSet defaults as kube-apiserver 1.37 does (SetDefaults_StatefulSet, MaxUnavailableStatefulSet
+// on): podManagementPolicy OrderedReady; a RollingUpdate strategy with partition 0 and maxUnavailable
+// 1; persistentVolumeClaimRetentionPolicy Retain/Retain; replicas 1; revisionHistoryLimit 10; and the
+// pod template.
+func StatefulSet(ss *appsv1.StatefulSet) {
+	s := &ss.Spec
+	if s.PodManagementPolicy == "" {
+		s.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	if s.UpdateStrategy.Type == "" {
+		s.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+		if s.UpdateStrategy.RollingUpdate == nil {
+			s.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+	}
+	if ru := s.UpdateStrategy.RollingUpdate; s.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType && ru != nil {
+		if ru.Partition == nil {
+			ru.Partition = ptr.To[int32](0)
+		}
+		if ru.MaxUnavailable == nil {
+			ru.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+		}
+	}
+	if s.PersistentVolumeClaimRetentionPolicy == nil {
+		s.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	}
+	if p := s.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted == "" {
+		p.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if p := s.PersistentVolumeClaimRetentionPolicy; p.WhenScaled == "" {
+		p.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if s.Replicas == nil {
+		s.Replicas = ptr.To[int32](1)
+	}
+	if s.RevisionHistoryLimit == nil {
+		s.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	podspec.Default(&s.Template.Spec)
 }

@@ -315,3 +315,80 @@ func ControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 func ControllerRevisionUpdate(cr, old *appsv1.ControllerRevision) field.ErrorList {
 	return apivalidation.ValidateImmutableField(cr.Data, old.Data, field.NewPath("data"))
 }
+
+// PodTemplate validates a core/v1 PodTemplate as kube-apiserver's ValidatePodTemplate does: a DNS-1123
+// subdomain name, the template's labels and its pod spec (at template.spec). Any restartPolicy is
+// allowed: a bare template names no workload that would restrict it.
+func PodTemplate(pt *corev1.PodTemplate) field.ErrorList {
+	tp := field.NewPath("template")
+	errs := Subdomain(&pt.ObjectMeta)
+	errs = append(errs, metav1validation.ValidateLabels(pt.Template.Labels, tp.Child("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(pt.Template.Annotations, tp.Child("metadata", "annotations"))...)
+	return append(errs, PodSpec(&pt.Template.Spec, tp.Child("spec"))...)
+}
+
+// ReplicationController validates a core/v1 ReplicationController as kube-apiserver's
+// ValidateReplicationController does: a DNS-1123 subdomain name; replicas and minReadySeconds not
+// negative; a non-empty selector of valid labels; a template whose labels the selector matches, whose
+// restartPolicy is Always and which sets no activeDeadlineSeconds; and the template's pod spec.
+func ReplicationController(rc *corev1.ReplicationController) field.ErrorList {
+	errs := Subdomain(&rc.ObjectMeta)
+	if r := rc.Spec.Replicas; r != nil && *r < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("replicas"), *r, "must be greater than or equal to 0"))
+	}
+	if rc.Spec.MinReadySeconds < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("minReadySeconds"), rc.Spec.MinReadySeconds, "must be greater than or equal to 0"))
+	}
+	sp := specPath.Child("selector")
+	if len(rc.Spec.Selector) == 0 {
+		errs = append(errs, field.Required(sp, ""))
+	}
+	errs = append(errs, metav1validation.ValidateLabels(rc.Spec.Selector, sp)...)
+	tp := specPath.Child("template")
+	t := rc.Spec.Template
+	if t == nil {
+		return append(errs, field.Required(tp, ""))
+	}
+	lp := tp.Child("metadata", "labels")
+	errs = append(errs, metav1validation.ValidateLabels(t.Labels, lp)...)
+	errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, tp.Child("metadata", "annotations"))...)
+	if len(rc.Spec.Selector) > 0 && !labelsSet(rc.Spec.Selector).AsSelector().Matches(labelsSet(t.Labels)) {
+		errs = append(errs, field.Invalid(lp, t.Labels, "`selector` does not match template `labels`"))
+	}
+	pp := tp.Child("spec")
+	errs = append(errs, PodSpec(&t.Spec, pp)...)
+	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(pp.Child("restartPolicy"), t.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
+	}
+	if t.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(pp.Child("activeDeadlineSeconds"), "activeDeadlineSeconds in ReplicationController is not Supported"))
+	}
+	return errs
+}
+
+// ReplicationControllerStatus validates a ReplicationController's status as kube-apiserver does: no
+// negative count, and fullyLabeledReplicas, readyReplicas at most replicas, availableReplicas at
+// most readyReplicas.
+func ReplicationControllerStatus(rc *corev1.ReplicationController) field.ErrorList {
+	st, p := rc.Status, field.NewPath("status")
+	var errs field.ErrorList
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"replicas", int64(st.Replicas)}, {"fullyLabeledReplicas", int64(st.FullyLabeledReplicas)}, {"readyReplicas", int64(st.ReadyReplicas)},
+		{"availableReplicas", int64(st.AvailableReplicas)}, {"observedGeneration", st.ObservedGeneration}} {
+		if c.n < 0 {
+			errs = append(errs, field.Invalid(p.Child(c.name), c.n, "must be greater than or equal to 0"))
+		}
+	}
+	if st.FullyLabeledReplicas > st.Replicas {
+		errs = append(errs, field.Invalid(p.Child("fullyLabeledReplicas"), st.FullyLabeledReplicas, "cannot be greater than the number of replicas"))
+	}
+	if st.ReadyReplicas > st.Replicas {
+		errs = append(errs, field.Invalid(p.Child("readyReplicas"), st.ReadyReplicas, "cannot be greater than the number of replicas"))
+	}
+	if st.AvailableReplicas > st.ReadyReplicas {
+		errs = append(errs, field.Invalid(p.Child("availableReplicas"), st.AvailableReplicas, "cannot be greater than readyReplicas"))
+	}
+	return errs
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/controllers/events"
 	"github.com/nodekit/nodekit/controlplane/controllers/expectations"
+	"github.com/nodekit/nodekit/controlplane/controllers/history"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -64,7 +65,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		return nil, err
 	}
 	if _, err := factory.Apps().V1().ControllerRevisions().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: c.onOwned,
+		DeleteFunc: func(obj any) { c.EnqueueController("DaemonSet", obj) },
 	}); err != nil {
 		return nil, err
 	}
@@ -108,22 +109,6 @@ func (c *Controller) onNodeUpdate(o, n *v1.Node) {
 	c.enqueueAll()
 }
 
-// onOwned enqueues the DaemonSet that controls obj (a ControllerRevision).
-func (c *Controller) onOwned(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(m)
-	if ref == nil || ref.Kind != "DaemonSet" {
-		return
-	}
-	c.Add(workloop.KeyOf(m.GetNamespace(), ref.Name))
-}
-
 // nodeState is what one node holds of a DaemonSet.
 type nodeState struct {
 	node                         *v1.Node
@@ -152,11 +137,18 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.Log().Warn("invalid selector, ignoring DaemonSet", "daemonset", key, "err", err)
 		return nil
 	}
-	revs, err := c.revisions(ds, selector)
+	revs, err := history.List(c.revLister, ds, selector)
 	if err != nil {
 		return err
 	}
-	cur, err := c.ensureRevision(ctx, ds, revs)
+	cur, err := history.Ensure(ctx, c.client, history.Owner{Object: ds, Kind: appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
+		Template: &ds.Spec.Template, CollisionCount: ds.Status.CollisionCount,
+		SetCollisionCount: func(ctx context.Context, n int32) error {
+			upd := ds.DeepCopy()
+			upd.Status.CollisionCount = &n
+			_, err := c.client.AppsV1().DaemonSets(ds.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+			return err
+		}}, revs)
 	if err != nil {
 		return err
 	}
@@ -169,7 +161,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if c.exp.Satisfied(key) {
 		syncErr = c.manage(ctx, key, ds, states, orphans, hash)
 	}
-	if err := c.cleanupHistory(ctx, ds, cur, revs, owned); err != nil {
+	if err := history.Cleanup(ctx, c.client, ds.Spec.RevisionHistoryLimit, revs, owned, cur); err != nil {
 		syncErr = errors.Join(syncErr, err)
 	}
 	requeue, err := c.updateStatus(ctx, ds, states, hash)
@@ -180,21 +172,6 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.AddAfter(key, requeue)
 	}
 	return syncErr
-}
-
-// revisions lists the ControllerRevisions ds controls.
-func (c *Controller) revisions(ds *appsv1.DaemonSet, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
-	all, err := c.revLister.ControllerRevisions(ds.Namespace).List(selector)
-	if err != nil {
-		return nil, err
-	}
-	var out []*appsv1.ControllerRevision
-	for _, r := range all {
-		if metav1.IsControlledBy(r, ds) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
 }
 
 // placement returns, per node (sorted by name), where ds should run and the owned pods there; the

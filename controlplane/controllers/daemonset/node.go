@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 )
 
 // Taint keys of the tolerations every daemon pod gets (upstream AddOrUpdateDaemonPodTolerations).
@@ -59,23 +61,9 @@ func addTolerations(spec *v1.PodSpec, add []v1.Toleration) {
 // hash), the daemon tolerations, and required node affinity matchFields metadata.name=<node> so the
 // scheduler binds it to that node (upstream since 1.12), under a controller ownerReference.
 func newPod(ds *appsv1.DaemonSet, node, hash string) *v1.Pod {
-	t := ds.Spec.Template.DeepCopy()
-	labels := map[string]string{}
-	for k, v := range t.Labels {
-		labels[k] = v
-	}
-	labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    ds.Name + "-",
-			Namespace:       ds.Namespace,
-			Labels:          labels,
-			Annotations:     t.Annotations,
-			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))},
-		},
-		Spec: t.Spec,
-	}
+	pod := podutil.FromTemplate(&ds.Spec.Template, ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
+	pod.GenerateName = ds.Name + "-"
+	pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
 	addTolerations(&pod.Spec, daemonTolerations(pod.Spec.HostNetwork))
 	setNodeAffinity(&pod.Spec, node)
 	return pod

@@ -68,16 +68,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 	if _, err := factory.Apps().V1().Deployments().Informer().AddEventHandler(c.Handler()); err != nil {
 		return nil, err
 	}
-	byOwner := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if m, ok := obj.(metav1.Object); ok {
-			if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "Deployment" {
-				c.Add(workloop.KeyOf(m.GetNamespace(), ref.Name))
-			}
-		}
-	}
+	byOwner := func(obj any) { c.EnqueueController("Deployment", obj) }
 	if _, err := factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: byOwner, UpdateFunc: func(_, o any) { byOwner(o) }, DeleteFunc: byOwner,
 	}); err != nil {

@@ -1,7 +1,8 @@
 // Package disruption is the PodDisruptionBudget controller (policy/v1 semantics, as
 // kube-controller-manager's disruption controller): for each budget it finds the pods its selector
 // matches, the number of pods expected (the scale of their controllers when maxUnavailable or a
-// percentage minAvailable is used: a ReplicaSet's replicas, or its owning Deployment's), the pods
+// percentage minAvailable is used: a ReplicationController's or ReplicaSet's replicas, or the owning
+// Deployment's, or a StatefulSet's), the pods
 // desired healthy, and writes status currentHealthy, desiredHealthy, expectedPods,
 // disruptionsAllowed, observedGeneration, the DisruptionAllowed condition, and prunes
 // status.disruptedPods (evictions the API server recorded) once the pod is gone or after
@@ -46,14 +47,16 @@ type Controller struct {
 	pdbs     policylisters.PodDisruptionBudgetLister
 	pods     corelisters.PodLister
 	rss      appslisters.ReplicaSetLister
+	rcs      corelisters.ReplicationControllerLister
 	deps     appslisters.DeploymentLister
+	sets     appslisters.StatefulSetLister
 	recorder *events.Recorder
 	now      func() time.Time
 	*workloop.Loop
 }
 
 // New registers the controller's handlers on factory's PodDisruptionBudget and Pod informers (and
-// uses its ReplicaSet and Deployment listers for scale). now is the clock (nil: time.Now).
+// uses its ReplicaSet, ReplicationController, Deployment and StatefulSet listers for scale). now is the clock (nil: time.Now).
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, now func() time.Time, log *slog.Logger) (*Controller, error) {
 	if now == nil {
 		now = time.Now
@@ -63,7 +66,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, n
 		pdbs:     factory.Policy().V1().PodDisruptionBudgets().Lister(),
 		pods:     factory.Core().V1().Pods().Lister(),
 		rss:      factory.Apps().V1().ReplicaSets().Lister(),
+		rcs:      factory.Core().V1().ReplicationControllers().Lister(),
 		deps:     factory.Apps().V1().Deployments().Lister(),
+		sets:     factory.Apps().V1().StatefulSets().Lister(),
 		recorder: events.New(client, "controllermanager"),
 		now:      now,
 	}
@@ -78,10 +83,12 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, n
 	}); err != nil {
 		return nil, err
 	}
-	// Scale changes change expectedPods: ReplicaSets and Deployments are only read, not watched, as
-	// upstream; their pods' changes follow any scale change.
+	// Scale changes change expectedPods: ReplicaSets, ReplicationControllers and Deployments are only
+	// read, not watched, as upstream; their pods' changes follow any scale change.
 	factory.Apps().V1().ReplicaSets().Informer()
+	factory.Core().V1().ReplicationControllers().Informer()
 	factory.Apps().V1().Deployments().Informer()
+	factory.Apps().V1().StatefulSets().Informer()
 	return c, nil
 }
 
@@ -218,8 +225,9 @@ func (c *Controller) expectedCount(pdb *policyv1.PodDisruptionBudget, pods []*v1
 	return expected, int32(n), nil
 }
 
-// expectedScale sums spec.replicas of each distinct controller of pods: a ReplicaSet, or the
-// Deployment owning it (upstream's finders for the workloads nodekit serves with a scale).
+// expectedScale sums spec.replicas of each distinct controller of pods: a ReplicationController, a
+// ReplicaSet, or the Deployment owning it, or a StatefulSet (upstream's finders for the workloads nodekit serves with a
+// scale).
 func (c *Controller) expectedScale(pdb *policyv1.PodDisruptionBudget, pods []*v1.Pod) (int32, error) {
 	seen := map[types.UID]bool{}
 	var total int32
@@ -242,8 +250,28 @@ func (c *Controller) expectedScale(pdb *policyv1.PodDisruptionBudget, pods []*v1
 
 // scaleOf returns the UID and replicas of the scalable controller behind ref.
 func (c *Controller) scaleOf(ns string, ref *metav1.OwnerReference) (types.UID, int32, error) {
+	if ref.Kind == "ReplicationController" && ref.APIVersion == "v1" {
+		rc, err := c.rcs.ReplicationControllers(ns).Get(ref.Name)
+		if err != nil {
+			return "", 0, err
+		}
+		if rc.UID != ref.UID {
+			return "", 0, fmt.Errorf("ReplicationController %s has UID %s, not %s", rc.Name, rc.UID, ref.UID)
+		}
+		return rc.UID, deref(rc.Spec.Replicas), nil
+	}
+	if ref.Kind == "StatefulSet" && ref.APIVersion == "apps/v1" {
+		s, err := c.sets.StatefulSets(ns).Get(ref.Name)
+		if err != nil {
+			return "", 0, err
+		}
+		if s.UID != ref.UID {
+			return "", 0, fmt.Errorf("StatefulSet %s has UID %s, not %s", s.Name, s.UID, ref.UID)
+		}
+		return s.UID, deref(s.Spec.Replicas), nil
+	}
 	if ref.Kind != "ReplicaSet" || ref.APIVersion != "apps/v1" {
-		return "", 0, fmt.Errorf("controller %s %s has no scale nodekit's disruption controller reads (ReplicaSets and Deployments)", ref.Kind, ref.Name)
+		return "", 0, fmt.Errorf("controller %s %s has no scale nodekit's disruption controller reads (ReplicationControllers, ReplicaSets, Deployments and StatefulSets)", ref.Kind, ref.Name)
 	}
 	rs, err := c.rss.ReplicaSets(ns).Get(ref.Name)
 	if err != nil {

@@ -131,3 +131,48 @@ func TestNoScaleIsSyncFailed(t *testing.T) {
 		t.Fatalf("fail-safe status %+v", st)
 	}
 }
+
+// TestComputeReplicationControllerScale: pods of a ReplicationController count its spec.replicas, as
+// upstream's getPodReplicationController finder does (5 expected from 2 listed pods).
+func TestComputeReplicationControllerScale(t *testing.T) {
+	c, f, _ := fixture(t, time.Unix(1_000_000, 0))
+	rc := &v1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "ns", UID: "rc-uid"},
+		Spec: v1.ReplicationControllerSpec{Replicas: ptr.To[int32](5)}}
+	must(t, f.Core().V1().ReplicationControllers().Informer().GetIndexer().Add(rc))
+	for _, name := range []string{"r0", "r1"} {
+		must(t, f.Core().V1().Pods().Informer().GetIndexer().Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels:          map[string]string{"app": "rc"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "rc-uid", Controller: ptr.To(true)}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}}))
+	}
+	b := budget(nil, ptr.To(intstr.FromInt32(1)))
+	b.Spec.Selector.MatchLabels = map[string]string{"app": "rc"}
+	st, _, err := c.compute(b)
+	must(t, err)
+	if st.ExpectedPods != 5 || st.DesiredHealthy != 4 || st.CurrentHealthy != 2 || st.DisruptionsAllowed != 0 {
+		t.Fatalf("status = %+v, want expected 5, desired 4, healthy 2, allowed 0", st)
+	}
+}
+
+// TestStatefulSetScale: a StatefulSet pod's expected count is the set's spec.replicas (5 here, beside
+// the Deployment's 4), as upstream's getPodStatefulSet finder gives; a pod whose ownerReference names
+// a StatefulSet of another UID is an error.
+func TestStatefulSetScale(t *testing.T) {
+	c, f, pods := fixture(t, time.Now())
+	must(t, f.Apps().V1().StatefulSets().Informer().GetIndexer().Add(&appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "sts-uid"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](5)}}))
+	web := pods[0].DeepCopy()
+	web.Name = "web-0"
+	web.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts-uid", Controller: ptr.To(true)}}
+	must(t, f.Core().V1().Pods().Informer().GetIndexer().Add(web))
+	st, _, err := c.compute(budget(nil, ptr.To(intstr.FromInt32(1))))
+	must(t, err)
+	if st.ExpectedPods != 9 || st.DesiredHealthy != 8 || st.CurrentHealthy != 3 {
+		t.Fatalf("status %+v, want expectedPods 9 (Deployment 4 + StatefulSet 5), desiredHealthy 8, currentHealthy 3", st)
+	}
+	web.OwnerReferences[0].UID = "other"
+	must(t, f.Core().V1().Pods().Informer().GetIndexer().Update(web))
+	if _, _, err := c.compute(budget(nil, ptr.To(intstr.FromInt32(1)))); err == nil || !strings.Contains(err.Error(), "StatefulSet web has UID sts-uid, not other") {
+		t.Fatalf("compute with a stale owner UID: %v", err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -73,4 +75,26 @@ func TemplateHash(t *v1.PodTemplateSpec, collisionCount *int32) string {
 		h.Write([]byte(strconv.Itoa(int(*collisionCount))))
 	}
 	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+}
+
+// FromTemplate returns a new pod of owner (of kind) from t, as upstream's GetPodFromTemplate: a copy of
+// the template's labels (a map of its own, for the caller to add to), annotations, finalizers and spec,
+// owner's namespace, and a controller ownerReference that blocks owner deletion in foreground mode. The
+// caller names it (Name or GenerateName).
+func FromTemplate(t *v1.PodTemplateSpec, owner metav1.Object, kind schema.GroupVersionKind) *v1.Pod {
+	t = t.DeepCopy()
+	labels := make(map[string]string, len(t.Labels)+2)
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       owner.GetNamespace(),
+			Labels:          labels,
+			Annotations:     t.Annotations,
+			Finalizers:      t.Finalizers,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, kind)},
+		},
+		Spec: t.Spec,
+	}
 }

@@ -1,12 +1,16 @@
-// Package replicaset is the ReplicaSet controller: it keeps spec.replicas active pods matching a
-// ReplicaSet's selector, creating pods from its template with a controller ownerReference and deleting
-// extras (unscheduled, then pending, then not-ready, then the newest first, as upstream ranks them),
-// and reports replicas, fullyLabeledReplicas, readyReplicas, availableReplicas and terminatingReplicas
-// in status (apps/v1 ReplicaSet semantics).
+// Package replicaset is the ReplicaSet controller, which also runs ReplicationControllers (core/v1)
+// through a conversion to the ReplicaSet view, as upstream's replication manager does. It keeps
+// spec.replicas active pods matching an owner's selector: it adopts orphans that match (a controller
+// ownerReference) and releases owned pods that no longer match, creates pods from the template and
+// deletes extras (unscheduled, then pending, then not-ready, then the newest first, as upstream ranks
+// them), records SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete events, and reports
+// replicas, fullyLabeledReplicas, readyReplicas, availableReplicas, observedGeneration, the
+// ReplicaFailure condition and (ReplicaSets only) terminatingReplicas in status.
 package replicaset
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,12 +23,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/events"
 	"github.com/nodekit/nodekit/controlplane/controllers/expectations"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
@@ -34,31 +41,95 @@ import (
 // burstReplicas caps pod creations or deletions per sync (upstream BurstReplicas).
 const burstReplicas = 500
 
-// Controller reconciles ReplicaSets. Queue keys are "namespace/name" of ReplicaSets.
+// ownerKind is what the controller needs of one pod-owning kind: its GroupVersionKind (for
+// ownerReferences), its objects seen as apps/v1 ReplicaSets together with the object itself (events are
+// recorded on it), its informer, and the write of a new status.
+type ownerKind struct {
+	gvk      schema.GroupVersionKind
+	informer cache.SharedIndexInformer
+	// get returns the ReplicaSet view of ns/name and the object; a NotFound error when it is gone.
+	get func(ns, name string) (*appsv1.ReplicaSet, runtime.Object, error)
+	// updateStatus writes st as the status of obj.
+	updateStatus func(ctx context.Context, c kubernetes.Interface, obj runtime.Object, st appsv1.ReplicaSetStatus) error
+	// terminatingReplicas: the kind's status reports terminatingReplicas (ReplicaSets do, RCs do not).
+	terminatingReplicas bool
+}
+
+// Controller reconciles the objects of one kind (ReplicaSets or ReplicationControllers). Queue keys
+// are their "namespace/name".
 type Controller struct {
 	client   kubernetes.Interface
-	rsLister appslisters.ReplicaSetLister
+	kind     ownerKind
 	pods     corelisters.PodLister
 	exp      *expectations.Expectations
+	recorder *events.Recorder
 	*workloop.Loop
 }
 
-// New registers the controller's handlers on factory's ReplicaSet and Pod informers.
+// New registers the ReplicaSet controller's handlers on factory's ReplicaSet and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
+	lister := factory.Apps().V1().ReplicaSets().Lister()
+	return newController(client, factory, "replicaset", ownerKind{
+		gvk:      appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+		informer: factory.Apps().V1().ReplicaSets().Informer(),
+		get: func(ns, name string) (*appsv1.ReplicaSet, runtime.Object, error) {
+			rs, err := lister.ReplicaSets(ns).Get(name)
+			return rs, rs, err
+		},
+		updateStatus: func(ctx context.Context, c kubernetes.Interface, obj runtime.Object, st appsv1.ReplicaSetStatus) error {
+			rs := obj.(*appsv1.ReplicaSet).DeepCopy()
+			rs.Status = st
+			_, err := c.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+			return err
+		},
+		terminatingReplicas: true,
+	}, log)
+}
+
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, name string, kind ownerKind, log *slog.Logger) (*Controller, error) {
+	podInformer := factory.Core().V1().Pods().Informer()
 	c := &Controller{
 		client:   client,
-		rsLister: factory.Apps().V1().ReplicaSets().Lister(),
+		kind:     kind,
 		pods:     factory.Core().V1().Pods().Lister(),
 		exp:      expectations.New(),
+		recorder: events.New(client, name+"-controller"),
 	}
-	c.Loop = workloop.New("replicaset", c.reconcile, log)
-	if _, err := factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(c.Handler()); err != nil {
+	c.Loop = workloop.New(name, c.reconcile, log)
+	if _, err := kind.informer.AddEventHandler(c.Handler()); err != nil {
 		return nil, err
 	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(c.exp.PodHandler("ReplicaSet", c.Add, nil)); err != nil {
+	if _, err := podInformer.AddEventHandler(c.exp.PodHandler(kind.gvk.Kind, c.Add, c.orphanSeen)); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Run starts the event recorder and the workers until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	c.recorder.Start(ctx)
+	c.Loop.Run(ctx, workers)
+}
+
+// orphanSeen enqueues every owner of the kind whose selector matches a live pod without a controller,
+// so that it can adopt the pod (upstream getPodReplicaSets on add and update).
+func (c *Controller) orphanSeen(pod *v1.Pod, deleted bool) {
+	if deleted || pod.DeletionTimestamp != nil || metav1.GetControllerOf(pod) != nil {
+		return
+	}
+	for _, obj := range c.kind.informer.GetStore().List() {
+		m, ok := obj.(metav1.Object)
+		if !ok || m.GetNamespace() != pod.Namespace {
+			continue
+		}
+		rs, _, err := c.kind.get(m.GetNamespace(), m.GetName())
+		if err != nil {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			c.Add(workloop.KeyOf(rs.Namespace, rs.Name))
+		}
+	}
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -66,7 +137,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(name)
+	rs, obj, err := c.kind.get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.exp.Delete(key)
 		return nil
@@ -76,27 +147,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 	if err != nil || selector.Empty() {
-		c.Log().Warn("invalid selector, ignoring ReplicaSet", "replicaset", key, "err", err)
+		c.Log().Warn("invalid selector, ignoring owner", "kind", c.kind.gvk.Kind, "owner", key, "err", err)
 		return nil
 	}
-	all, err := c.pods.Pods(ns).List(selector)
+	owned, err := c.claimPods(ctx, rs, selector)
 	if err != nil {
 		return err
 	}
-	var owned, active []*v1.Pod
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == rs.UID {
-			owned = append(owned, p)
-			if podutil.IsActive(p) {
-				active = append(active, p)
-			}
+	var active []*v1.Pod
+	for _, p := range owned {
+		if podutil.IsActive(p) {
+			active = append(active, p)
 		}
 	}
 	var manageErr error
 	if rs.DeletionTimestamp == nil && c.exp.Satisfied(key) {
-		manageErr = c.manageReplicas(ctx, key, rs, active)
+		manageErr = c.manageReplicas(ctx, key, rs, obj, active)
 	}
-	requeue, err := c.updateStatus(ctx, rs, owned, active, selector)
+	requeue, err := c.updateStatus(ctx, rs, obj, owned, active, manageErr)
 	if err != nil {
 		return err
 	}
@@ -106,29 +174,86 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	return manageErr
 }
 
-// manageReplicas creates or deletes pods so that len(active) moves to spec.replicas.
-func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.ReplicaSet, active []*v1.Pod) error {
-	want := int32(1)
-	if rs.Spec.Replicas != nil {
-		want = *rs.Spec.Replicas
+// claimPods returns the pods rs controls after adopting the live orphans in its namespace that match
+// its selector and releasing the ones it controls that no longer match, as upstream's
+// PodControllerRefManager does (an owner being deleted adopts and releases nothing). The patches carry the pod's UID,
+// so a pod replaced under the same name is left alone.
+func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector) ([]*v1.Pod, error) {
+	all, err := c.pods.Pods(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
 	}
-	diff := len(active) - int(want)
+	var owned []*v1.Pod
+	var errs []error
+	for _, p := range all {
+		ref := metav1.GetControllerOf(p)
+		matches := selector.Matches(labels.Set(p.Labels))
+		switch {
+		case ref != nil && ref.UID == rs.UID && matches:
+			owned = append(owned, p)
+		case ref != nil && ref.UID == rs.UID && rs.DeletionTimestamp == nil:
+			if err := c.patchOwner(ctx, p, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, rs.UID, p.UID)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Log().Info("released pod", "kind", c.kind.gvk.Kind, "owner", rs.Namespace+"/"+rs.Name, "pod", p.Name)
+		case ref == nil && matches && p.DeletionTimestamp == nil && rs.DeletionTimestamp == nil:
+			own, err := json.Marshal(metav1.NewControllerRef(rs, c.kind.gvk))
+			if err != nil {
+				return nil, err
+			}
+			if err := c.patchOwner(ctx, p, fmt.Sprintf(`{"metadata":{"ownerReferences":[%s],"uid":%q}}`, own, p.UID)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.Log().Info("adopted pod", "kind", c.kind.gvk.Kind, "owner", rs.Namespace+"/"+rs.Name, "pod", p.Name)
+			owned = append(owned, p)
+		}
+	}
+	return owned, errors.Join(errs...)
+}
+
+// patchOwner applies a strategic merge patch to a pod's ownerReferences; a pod gone (or replaced,
+// which fails the uid check) is not an error.
+func (c *Controller) patchOwner(ctx context.Context, p *v1.Pod, patch string) error {
+	_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patch ownerReferences of pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// manageReplicas creates or deletes pods so that len(active) moves to spec.replicas.
+func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.ReplicaSet, obj runtime.Object, active []*v1.Pod) error {
+	diff := len(active) - int(replicas(rs))
 	switch {
 	case diff < 0:
 		n := min(-diff, burstReplicas)
 		c.exp.Expect(key, n, 0)
 		var errs []error
-		for range n {
-			pod := podFromTemplate(rs)
-			if _, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				c.exp.Observe(key, true)
+		made := 0
+		for i := range n {
+			created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, c.podFromTemplate(rs), metav1.CreateOptions{})
+			if err != nil {
+				c.recorder.Eventf(obj, v1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
 				errs = append(errs, err)
 				if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-					break // namespace terminating or template invalid: no point trying the rest now
+					// namespace terminating or template invalid: no point trying the rest now
+					for range n - i {
+						c.exp.Observe(key, true)
+					}
+					break
 				}
+				c.exp.Observe(key, true)
+				continue
 			}
+			made++
+			c.recorder.Eventf(obj, v1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", created.Name)
 		}
-		c.Log().Info("created pods", "replicaset", key, "count", n-len(errs), "want", want)
+		c.Log().Info("created pods", "kind", c.kind.gvk.Kind, "owner", key, "count", made, "want", replicas(rs))
 		return errors.Join(errs...)
 	case diff > 0:
 		n := min(diff, burstReplicas)
@@ -142,15 +267,25 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 			if err != nil {
 				c.exp.Observe(key, false)
 				if !apierrors.IsNotFound(err) {
+					c.recorder.Eventf(obj, v1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 					errs = append(errs, err)
 				}
 				continue
 			}
-			c.Log().Info("deleted pod", "replicaset", key, "pod", p.Name)
+			c.recorder.Eventf(obj, v1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
+			c.Log().Info("deleted pod", "kind", c.kind.gvk.Kind, "owner", key, "pod", p.Name)
 		}
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// replicas is spec.replicas, 1 when unset (the API server's default).
+func replicas(rs *appsv1.ReplicaSet) int32 {
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return *rs.Spec.Replicas
 }
 
 // deleteFirst ranks pods for scale-down as upstream's ActivePods ordering does: unassigned before
@@ -189,31 +324,23 @@ func restarts(p *v1.Pod) int32 {
 }
 
 // podFromTemplate returns a new pod for rs: its template's labels, annotations and spec, a generated
-// name "<rs>-xxxxx" and a controller ownerReference that blocks owner deletion in foreground mode.
-func podFromTemplate(rs *appsv1.ReplicaSet) *v1.Pod {
-	t := rs.Spec.Template.DeepCopy()
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    rs.Name + "-",
-			Namespace:       rs.Namespace,
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))},
-		},
-		Spec: t.Spec,
-	}
+// name "<owner>-xxxxx" and a controller ownerReference that blocks owner deletion in foreground mode.
+func (c *Controller) podFromTemplate(rs *appsv1.ReplicaSet) *v1.Pod {
+	pod := podutil.FromTemplate(&rs.Spec.Template, rs, c.kind.gvk)
+	pod.GenerateName = rs.Name + "-"
+	return pod
 }
 
-// updateStatus writes the counts and observedGeneration when they change. It returns how long until a
-// ready pod becomes available (minReadySeconds), so the caller can look again then.
-func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, owned, active []*v1.Pod, selector labels.Selector) (time.Duration, error) {
+// updateStatus writes the counts, observedGeneration and the ReplicaFailure condition when they
+// change. It returns how long until a ready pod becomes available (minReadySeconds), so the caller can
+// look again then.
+func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, obj runtime.Object, owned, active []*v1.Pod, manageErr error) (time.Duration, error) {
 	now := time.Now()
 	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
 	var st appsv1.ReplicaSetStatus
 	st.Replicas = int32(len(active))
 	st.ObservedGeneration = rs.Generation
-	st.Conditions = rs.Status.Conditions
+	st.Conditions = replicaFailure(rs.Status.Conditions, manageErr, len(active)-int(replicas(rs)))
 	templateLabels := labels.Set(rs.Spec.Template.Labels)
 	var requeue time.Duration
 	for _, p := range active {
@@ -229,23 +356,47 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, ow
 			}
 		}
 	}
-	var terminating int32
-	for _, p := range owned {
-		if p.DeletionTimestamp != nil && !podspec.IsTerminal(p.Status.Phase) {
-			terminating++
+	if c.kind.terminatingReplicas {
+		var terminating int32
+		for _, p := range owned {
+			if p.DeletionTimestamp != nil && !podspec.IsTerminal(p.Status.Phase) {
+				terminating++
+			}
 		}
+		st.TerminatingReplicas = &terminating
 	}
-	st.TerminatingReplicas = &terminating
 	if equality.Semantic.DeepEqual(rs.Status, st) {
 		return requeue, nil
 	}
-	updated := rs.DeepCopy()
-	updated.Status = st
-	if _, err := c.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if err := c.kind.updateStatus(ctx, c.client, obj, st); err != nil {
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+		return 0, fmt.Errorf("update status of %s %s/%s: %w", c.kind.gvk.Kind, rs.Namespace, rs.Name, err)
 	}
 	return requeue, nil
+}
+
+// replicaFailure sets the ReplicaFailure condition (reason FailedCreate when short of pods,
+// FailedDelete when over, the error as message) when managing replicas failed and it is not set yet,
+// and removes it once a sync succeeds, as upstream's calculateStatus does.
+func replicaFailure(conds []appsv1.ReplicaSetCondition, manageErr error, diff int) []appsv1.ReplicaSetCondition {
+	i := -1
+	for j := range conds {
+		if conds[j].Type == appsv1.ReplicaSetReplicaFailure {
+			i = j
+		}
+	}
+	switch {
+	case manageErr != nil && i < 0:
+		reason := "FailedCreate"
+		if diff > 0 {
+			reason = "FailedDelete"
+		}
+		return append(append([]appsv1.ReplicaSetCondition(nil), conds...), appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure,
+			Status: v1.ConditionTrue, Reason: reason, Message: manageErr.Error(), LastTransitionTime: metav1.Now()})
+	case manageErr == nil && i >= 0:
+		return append(append([]appsv1.ReplicaSetCondition(nil), conds[:i]...), conds[i+1:]...)
+	}
+	return conds
 }

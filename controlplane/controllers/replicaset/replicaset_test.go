@@ -2,16 +2,22 @@ package replicaset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
 )
@@ -117,4 +123,106 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 	if left[0].Name != ready.Name {
 		t.Fatalf("scale-down kept %s, want the ready pod %s", left[0].Name, ready.Name)
 	}
+}
+
+// TestReplicationControllerFailureCondition: an RC whose pod creations are refused gets
+// ReplicaFailure=True reason FailedCreate with the API error as message and a FailedCreate event; once
+// creations succeed its pods are made and the condition is removed.
+func TestReplicationControllerFailureCondition(t *testing.T) {
+	replicas := int32(2)
+	rc := &v1.ReplicationController{
+		ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "default", UID: "rc-uid", Generation: 1},
+		Spec: v1.ReplicationControllerSpec{Replicas: &replicas, Selector: map[string]string{"app": "rc"},
+			Template: &v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "rc"}},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo"}}}}},
+	}
+	client := fake.NewClientset(rc)
+	controllertest.StatusSubresource(client, "replicationcontrollers")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	client.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewForbidden(v1.Resource("pods"), "", errors.New("exceeded quota: q, requested: pods=1"))
+		}
+		return false, nil, nil
+	})
+	controllertest.GenerateNames(client, "pods")
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewReplicationControllers(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
+	controllertest.Eventually(t, "ReplicaFailure", func() error {
+		got, _ := client.CoreV1().ReplicationControllers("default").Get(ctx, "rc", metav1.GetOptions{})
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == v1.ReplicationControllerReplicaFailure && cond.Status == v1.ConditionTrue && cond.Reason == "FailedCreate" &&
+				strings.Contains(cond.Message, "exceeded quota") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", got.Status.Conditions)
+	})
+	refuse.Store(false)
+	controllertest.Eventually(t, "pods made, condition removed", func() error {
+		got, _ := client.CoreV1().ReplicationControllers("default").Get(ctx, "rc", metav1.GetOptions{})
+		pods, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if len(pods.Items) != 2 || len(got.Status.Conditions) != 0 || got.Status.Replicas != 2 || got.Status.ObservedGeneration != 1 {
+			return fmt.Errorf("%d pods, status %+v", len(pods.Items), got.Status)
+		}
+		for _, p := range pods.Items {
+			if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "ReplicationController" || ref.APIVersion != "v1" || ref.UID != "rc-uid" {
+				return fmt.Errorf("pod %s owner %+v", p.Name, p.OwnerReferences)
+			}
+		}
+		return nil
+	})
+}
+
+// TestReplicaSetAdoptsAndReleases: a matching pod without a controller is adopted (controller
+// ownerReference, no new pod made); relabelled out of the selector it is released and replaced.
+func TestReplicaSetAdoptsAndReleases(t *testing.T) {
+	one := int32(1)
+	labels := map[string]string{"app": "web"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "rs-uid", Generation: 1},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "demo"}}}}},
+	}
+	orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default", UID: "orphan-uid", Labels: labels},
+		Spec: rs.Spec.Template.Spec}
+	client := fake.NewClientset(rs, orphan)
+	controllertest.StatusSubresource(client, "replicasets")
+	controllertest.GenerateNames(client, "pods")
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, controllertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := controllertest.Start(t, factory, func(ctx context.Context) { c.Run(ctx, 2) })
+	controllertest.Eventually(t, "orphan adopted", func() error {
+		p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != "rs-uid" || got.Status.Replicas != 1 {
+			return fmt.Errorf("owners %+v, status %+v", p.OwnerReferences, got.Status)
+		}
+		return nil
+	})
+	if list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); len(list.Items) != 1 {
+		t.Fatalf("%d pods after adoption, want the orphan only", len(list.Items))
+	}
+	p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+	p.Labels = map[string]string{"app": "other"}
+	if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "released and replaced", func() error {
+		p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
+		list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if len(p.OwnerReferences) != 0 || len(list.Items) != 2 {
+			return fmt.Errorf("orphan owners %+v, %d pods", p.OwnerReferences, len(list.Items))
+		}
+		return nil
+	})
 }

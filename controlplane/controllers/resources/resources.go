@@ -152,12 +152,26 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Apps().V1().DaemonSets().Informer()
 			}),
+		kind(apps.WithKind("StatefulSet"), "statefulsets", true,
+			func(c kubernetes.Interface, ns string) typed[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+				return c.AppsV1().StatefulSets(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Apps().V1().StatefulSets().Informer()
+			}),
 		kind(apps.WithKind("ReplicaSet"), "replicasets", true,
 			func(c kubernetes.Interface, ns string) typed[*appsv1.ReplicaSet, *appsv1.ReplicaSetList] {
 				return c.AppsV1().ReplicaSets(ns)
 			},
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Apps().V1().ReplicaSets().Informer()
+			}),
+		kind(core.WithKind("ReplicationController"), "replicationcontrollers", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.ReplicationController, *v1.ReplicationControllerList] {
+				return c.CoreV1().ReplicationControllers(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ReplicationControllers().Informer()
 			}),
 		kind(core.WithKind("Pod"), "pods", true,
 			func(c kubernetes.Interface, ns string) typed[*v1.Pod, *v1.PodList] { return c.CoreV1().Pods(ns) },
@@ -217,6 +231,13 @@ func All() []Kind {
 			func(c kubernetes.Interface, ns string) typed[*v1.Event, *v1.EventList] { return c.CoreV1().Events(ns) },
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().Events().Informer()
+			}),
+		kind(core.WithKind("PodTemplate"), "podtemplates", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.PodTemplate, *v1.PodTemplateList] {
+				return c.CoreV1().PodTemplates(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().PodTemplates().Informer()
 			}),
 		kind(apps.WithKind("ControllerRevision"), "controllerrevisions", true,
 			func(c kubernetes.Interface, ns string) typed[*appsv1.ControllerRevision, *appsv1.ControllerRevisionList] {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -60,6 +61,20 @@ func (l *Loop) Enqueue(obj any) {
 		return
 	}
 	l.queue.Add(key)
+}
+
+// EnqueueController queues the key of obj's controller owner (its ownerReference with controller
+// true) when that owner is of kind, e.g. the DaemonSet of a ControllerRevision; obj may be a
+// DeletedFinalStateUnknown tombstone.
+func (l *Loop) EnqueueController(kind string, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == kind {
+			l.queue.Add(KeyOf(m.GetNamespace(), ref.Name))
+		}
+	}
 }
 
 // Handler returns event handlers that queue the object on add, update and delete.

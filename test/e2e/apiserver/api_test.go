@@ -94,6 +94,17 @@ func TestTypedCRUD(t *testing.T) {
 	_, err = c.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
 		Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
 	check("daemonset", err)
+	ss, err := c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{Selector: sel, Template: tmpl, ServiceName: "db"}}, metav1.CreateOptions{})
+	check("statefulset", err)
+	if ss.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement || *ss.Spec.Replicas != 1 ||
+		*ss.Spec.UpdateStrategy.RollingUpdate.Partition != 0 || ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Fatalf("statefulset defaults: %+v", ss.Spec)
+	}
+	ss.Spec.ServiceName = "other"
+	if _, err := c.AppsV1().StatefulSets(ns).Update(ctx, ss, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.serviceName") {
+		t.Fatalf("statefulset serviceName change: want 422 on spec.serviceName, got %v", err)
+	}
 
 	// update spec → generation 2; status via /status only.
 	d.Spec.Replicas = new(int32)

@@ -80,7 +80,7 @@ func TestNamespaceDeletionPodsFirst(t *testing.T) {
 }
 
 // TestNamespaceDeletionRemovesEveryNamespacedKind deletes a namespace holding a Role, a RoleBinding, a
-// Job, a PodDisruptionBudget and a ControllerRevision, recreates it under the same name and expects none
+// Job, a PodDisruptionBudget, a ControllerRevision, a PodTemplate, a ReplicationController and a StatefulSet, recreates it under the same name and expects none
 // of them back: a RoleBinding left in etcd would grant its permissions again to the new namespace, since
 // bindings match subjects by name.
 func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
@@ -110,6 +110,22 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.AppsV1().ControllerRevisions(ns).Create(ctx, &appsv1.ControllerRevision{ObjectMeta: meta, Revision: 1}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().PodTemplates(ns).Create(ctx, &v1.PodTemplate{ObjectMeta: meta, Template: v1.PodTemplateSpec{
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	if _, err := c.Client.CoreV1().ReplicationControllers(ns).Create(ctx, &v1.ReplicationController{ObjectMeta: meta,
+		Spec: v1.ReplicationControllerSpec{Replicas: &zero, Template: &v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+		Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	suspend := true
@@ -142,7 +158,19 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 			_, err := c.Client.AppsV1().ControllerRevisions(ns).Get(ctx, "x", metav1.GetOptions{})
 			return err
 		},
+		"replicationcontroller": func() error {
+			_, err := c.Client.CoreV1().ReplicationControllers(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"podtemplate": func() error {
+			_, err := c.Client.CoreV1().PodTemplates(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
 		"job": func() error { _, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "x", metav1.GetOptions{}); return err },
+		"statefulset": func() error {
+			_, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
 	}
 	for kind, get := range gets {
 		if err := get(); !apierrors.IsNotFound(err) {

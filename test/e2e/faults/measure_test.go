@@ -45,11 +45,12 @@ func (e *env) get() error {
 }
 
 // probeInterval and probeTimeout bound the availability probe: at most one request in flight, one every
-// 200 ms, each given 1 s, so a 2-minute window sends at most 600.
+// 200 ms, each given 1 s, so a 2-minute window sends at most 600; maxProbes (100 min of probing) covers
+// the longest fault, 1000 pod cycles within their 90-minute bound.
 const (
 	probeInterval = 200 * time.Millisecond
 	probeTimeout  = time.Second
-	maxProbes     = 3000
+	maxProbes     = 30000
 )
 
 type sample struct {

@@ -51,7 +51,8 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 // TestUpDemoAndPurge runs `nodekit up` on a fresh data dir and asserts the demo end to end: the node
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
 // pod's network namespace with all 3 backends seen, the cluster DNS (CoreDNS, assertClusterDNS), a
-// killed demo container brought back to 3 Ready; then SIGINT stops `up` cleanly, a second `up` with
+// killed demo container brought back to 3 Ready, a ReplicationController's life cycle
+// (assertReplicationController); then SIGINT stops `up` cleanly, a second `up` with
 // --disable coredns resumes from the same etcd data (same pods' Deployment UID) and removes the DNS
 // add-on, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
 // pod log directory or data directory.
@@ -141,6 +142,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 		}
 		return true, "the killed pod was replaced"
 	})
+
+	// A ReplicationController on the real node: up, scaled, self-healing, orphaned, adopted, deleted.
+	e.assertReplicationController(t, client, rt, dep.Spec.Template)
 	rt.Close()
 
 	// SIGINT: up stops its children (agent, server) and exits 0.
@@ -448,15 +452,22 @@ func (e *env) assertAllBackends(t *testing.T, from, url string, names map[string
 
 func (e *env) demoContainers(t *testing.T, rt *cri.Client) []*runtimeapi.Container {
 	t.Helper()
+	ctrs := runningContainers(t, rt, "demo-server")
+	if len(ctrs) != 3 {
+		t.Fatalf("%d running demo containers in CRI, want 3", len(ctrs))
+	}
+	return ctrs
+}
+
+// runningContainers lists the running containers named name of the demo namespace's pods in CRI.
+func runningContainers(t *testing.T, rt *cri.Client, name string) []*runtimeapi.Container {
+	t.Helper()
 	resp, err := rt.Runtime().ListContainers(context.Background(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": examples.DemoNamespace, "io.kubernetes.container.name": "demo-server"},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": examples.DemoNamespace, "io.kubernetes.container.name": name},
 	}})
 	if err != nil {
 		t.Fatalf("CRI ListContainers: %v", err)
-	}
-	if len(resp.Containers) != 3 {
-		t.Fatalf("%d running demo containers in CRI, want 3", len(resp.Containers))
 	}
 	return resp.Containers
 }

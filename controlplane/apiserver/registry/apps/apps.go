@@ -1,6 +1,7 @@
-// Package apps is apps/v1: deployments, replicasets and daemonsets, each with /status (the controllers
-// write status, users write spec; generation counts spec changes) and, for deployments and replicasets,
-// /scale; and controllerrevisions, the DaemonSet controller's history (data is immutable).
+// Package apps is apps/v1: deployments, replicasets, daemonsets and statefulsets, each with /status (the
+// controllers write status, users write spec; generation counts spec changes) and, for deployments,
+// replicasets and statefulsets, /scale; and controllerrevisions, the DaemonSet and StatefulSet
+// controllers' history (data is immutable).
 package apps
 
 import (
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/scale"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
 )
@@ -20,7 +22,7 @@ import (
 // NewStorage returns the apps/v1 endpoints keyed by resource path.
 func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	m := map[string]rest.Storage{}
-	add := func(spec store.Spec, scale *scaleAccess) error {
+	add := func(spec store.Spec, sc *scale.Access) error {
 		main, status, err := store.New(getter, spec)
 		if err != nil {
 			return err
@@ -30,8 +32,8 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		if status != nil {
 			m[r+"/status"] = status
 		}
-		if scale != nil {
-			m[r+"/scale"] = &ScaleREST{store: main, access: *scale}
+		if sc != nil {
+			m[r+"/scale"] = scale.New(main, *sc)
 		}
 		return nil
 	}
@@ -74,6 +76,22 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		}, "Up-to-date")}, nil); err != nil {
 		return nil, err
 	}
+	ss := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.StatefulSet(o.(*appsv1.StatefulSet)) })
+	ss.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
+		return append(validation.StatefulSet(o.(*appsv1.StatefulSet)),
+			validation.StatefulSetUpdate(o.(*appsv1.StatefulSet), old.(*appsv1.StatefulSet))...)
+	}
+	if err := add(store.Spec{Resource: appsv1.Resource("statefulsets"), Singular: "statefulset", ShortNames: []string{"sts"},
+		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.StatefulSet{} },
+		NewList: func() runtime.Object { return &appsv1.StatefulSetList{} }, Strategy: ss, Table: store.Table{
+			Columns: []metav1.TableColumnDefinition{store.Column("Ready", "ready/desired replicas")},
+			Cells: func(o runtime.Object) []any {
+				s := o.(*appsv1.StatefulSet)
+				return []any{store.Ratio(int(s.Status.ReadyReplicas), int(deref(s.Spec.Replicas)))}
+			},
+		}}, &statefulSetScale); err != nil {
+		return nil, err
+	}
 	cr := store.NewStrategy(true, false, func(o runtime.Object) field.ErrorList {
 		return validation.ControllerRevision(o.(*appsv1.ControllerRevision))
 	})
@@ -99,6 +117,30 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	return m, nil
+}
+
+var deploymentScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		d := o.(*appsv1.Deployment)
+		return deref(d.Spec.Replicas), d.Status.Replicas, d.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },
+}
+
+var replicaSetScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		r := o.(*appsv1.ReplicaSet)
+		return deref(r.Spec.Replicas), r.Status.Replicas, r.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
+}
+
+var statefulSetScale = scale.Access{
+	Get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
+		s := o.(*appsv1.StatefulSet)
+		return deref(s.Spec.Replicas), s.Status.Replicas, s.Spec.Selector
+	},
+	Set: func(o runtime.Object, n int32) { o.(*appsv1.StatefulSet).Spec.Replicas = &n },
 }
 
 func deref(p *int32) int32 {

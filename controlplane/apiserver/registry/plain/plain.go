@@ -1,6 +1,6 @@
 // Package plain holds the resources whose behaviour is the generic registry's plus validation alone:
-// configmaps, secrets, serviceaccounts, endpoints, events (core/v1), leases (coordination.k8s.io/v1) and
-// endpointslices (discovery.k8s.io/v1).
+// configmaps, secrets, serviceaccounts, endpoints, events, podtemplates (core/v1), leases
+// (coordination.k8s.io/v1) and endpointslices (discovery.k8s.io/v1).
 package plain
 
 import (
@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,7 +40,24 @@ func Core(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 		withFields(spec(corev1.Resource("events"), "event", []string{"ev"}, func() runtime.Object { return &corev1.Event{} },
 			func() runtime.Object { return &corev1.EventList{} },
 			func(o runtime.Object) field.ErrorList { return validation.Event(o.(*corev1.Event)) }), eventFields),
+		podTemplates(spec(corev1.Resource("podtemplates"), "podtemplate", nil, func() runtime.Object { return &corev1.PodTemplate{} },
+			func() runtime.Object { return &corev1.PodTemplateList{} },
+			func(o runtime.Object) field.ErrorList { return validation.PodTemplate(o.(*corev1.PodTemplate)) })),
 	})
+}
+
+// podTemplates gives PodTemplates kube-apiserver's generation rule: 1 at create, one more on every
+// update that changes the template.
+func podTemplates(s store.Spec) store.Spec {
+	s.Strategy.PrepareCreateFn = func(_ context.Context, obj runtime.Object) { obj.(*corev1.PodTemplate).Generation = 1 }
+	s.Strategy.PrepareUpdateFn = func(_ context.Context, obj, old runtime.Object) {
+		pt, prev := obj.(*corev1.PodTemplate), old.(*corev1.PodTemplate)
+		pt.Generation = prev.Generation
+		if !equality.Semantic.DeepEqual(pt.Template, prev.Template) {
+			pt.Generation++
+		}
+	}
+	return s
 }
 
 // Coordination returns coordination.k8s.io/v1 leases.

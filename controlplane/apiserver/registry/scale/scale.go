@@ -1,10 +1,11 @@
-package apps
+// Package scale is the /scale subresource of workloads: an autoscaling/v1 Scale view of a stored
+// object's replica count and selector (kubectl scale, the HPA, the disruption controller's finders).
+package scale
 
 import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,49 +18,38 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 )
 
-// scaleAccess reads and writes the replica count and selector of a workload.
-type scaleAccess struct {
-	get func(obj runtime.Object) (replicas, statusReplicas int32, selector *metav1.LabelSelector)
-	set func(obj runtime.Object, replicas int32)
+// Access reads and writes the replica count and selector of one workload kind.
+type Access struct {
+	// Get returns spec.replicas, status.replicas and the selector of obj.
+	Get func(obj runtime.Object) (replicas, statusReplicas int32, selector *metav1.LabelSelector)
+	// Set sets spec.replicas of obj.
+	Set func(obj runtime.Object, replicas int32)
 }
 
-var deploymentScale = scaleAccess{
-	get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
-		d := o.(*appsv1.Deployment)
-		return deref(d.Spec.Replicas), d.Status.Replicas, d.Spec.Selector
-	},
-	set: func(o runtime.Object, n int32) { o.(*appsv1.Deployment).Spec.Replicas = &n },
-}
-
-var replicaSetScale = scaleAccess{
-	get: func(o runtime.Object) (int32, int32, *metav1.LabelSelector) {
-		r := o.(*appsv1.ReplicaSet)
-		return deref(r.Spec.Replicas), r.Status.Replicas, r.Spec.Selector
-	},
-	set: func(o runtime.Object, n int32) { o.(*appsv1.ReplicaSet).Spec.Replicas = &n },
-}
-
-// ScaleREST is <workload>/scale, an autoscaling/v1 Scale view of spec.replicas (kubectl scale).
-type ScaleREST struct {
+// REST is <workload>/scale, an autoscaling/v1 Scale view of spec.replicas (kubectl scale).
+type REST struct {
 	store  *store.REST
-	access scaleAccess
+	access Access
 }
 
-var _ rest.Patcher = &ScaleREST{}
+// New returns the /scale subresource of the workloads in main.
+func New(main *store.REST, access Access) *REST { return &REST{store: main, access: access} }
+
+var _ rest.Patcher = &REST{}
 
 // New returns an empty Scale.
-func (r *ScaleREST) New() runtime.Object { return &autoscalingv1.Scale{} }
+func (r *REST) New() runtime.Object { return &autoscalingv1.Scale{} }
 
 // Destroy is a no-op.
-func (r *ScaleREST) Destroy() {}
+func (r *REST) Destroy() {}
 
 // GroupVersionKind says the subresource speaks autoscaling/v1 Scale.
-func (r *ScaleREST) GroupVersionKind(schema.GroupVersion) schema.GroupVersionKind {
+func (r *REST) GroupVersionKind(schema.GroupVersion) schema.GroupVersionKind {
 	return autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 }
 
 // Get returns the workload's Scale.
-func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
 	obj, err := r.store.Get(ctx, name, options)
 	if err != nil {
 		return nil, err
@@ -67,12 +57,12 @@ func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOpt
 	return r.scale(obj)
 }
 
-func (r *ScaleREST) scale(obj runtime.Object) (*autoscalingv1.Scale, error) {
+func (r *REST) scale(obj runtime.Object) (*autoscalingv1.Scale, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
 	}
-	want, have, sel := r.access.get(obj)
+	want, have, sel := r.access.Get(obj)
 	s := &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
 			ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()},
@@ -88,7 +78,7 @@ func (r *ScaleREST) scale(obj runtime.Object) (*autoscalingv1.Scale, error) {
 }
 
 // Update sets spec.replicas from the Scale (optimistic concurrency on the Scale's resourceVersion).
-func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc,
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc,
 	_ rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	obj, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(ctx context.Context, newObj, oldObj runtime.Object) (runtime.Object, error) {
 		old, err := r.scale(oldObj)
@@ -112,7 +102,7 @@ func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.Update
 			m, _ := meta.Accessor(out)
 			m.SetResourceVersion(sc.ResourceVersion)
 		}
-		r.access.set(out, sc.Spec.Replicas)
+		r.access.Set(out, sc.Spec.Replicas)
 		return out, nil
 	}), nil, nil, false, options)
 	if err != nil {
