@@ -1,19 +1,46 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
-// storage, in order: DefaultTolerationSeconds (mutating), NamespaceLifecycle and NodeRestriction
-// (validating). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
+// storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
+// NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
+// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
 // body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
 // kube-apiserver.
 package admission
 
 import (
+	"io"
+
 	"k8s.io/apiserver/pkg/admission"
+	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 )
 
-// Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads.
-func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64) admission.Interface {
-	return admission.NewChainHandler(
-		&DefaultTolerationSeconds{Seconds: tolerationSeconds},
-		&NamespaceLifecycle{Namespaces: namespaces},
-		nodeRestriction,
-	)
+// Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads
+// and dynamic what the webhook and policy plugins need. The plugins are in kube-apiserver's order
+// (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
+// mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
+// webhook with reinvocationPolicy IfNeeded asks for it.
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, dynamic Dynamic) (admission.Interface, error) {
+	plugins := admission.NewPlugins()
+	static := func(name string, p admission.Interface) {
+		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
+	}
+	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
+	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
+	static("NodeRestriction", nodeRestriction)
+	mutating.Register(plugins)
+	validatingpolicy.Register(plugins)
+	validating.Register(plugins)
+	inits, err := dynamic.initializers()
+	if err != nil {
+		return nil, err
+	}
+	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
+		mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
 }
+
+// noConfig gives every plugin an empty configuration (no --admission-control-config-file).
+type noConfig struct{}
+
+// ConfigFor implements admission.ConfigProvider.
+func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }

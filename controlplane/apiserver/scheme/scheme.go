@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -26,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -47,6 +49,7 @@ var (
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
+		admissionregistrationv1.SchemeGroupVersion,
 	}
 )
 
@@ -55,7 +58,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
-		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme,
+		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
@@ -78,8 +81,18 @@ func registerHub(gv schema.GroupVersion) {
 		if strings.HasPrefix(t.PkgPath(), "k8s.io/apimachinery/") {
 			continue
 		}
-		Scheme.AddKnownTypeWithName(hub.WithKind(kind), reflect.New(t).Interface().(runtime.Object))
+		obj := reflect.New(t).Interface().(runtime.Object)
+		Scheme.AddKnownTypeWithName(hub.WithKind(kind), obj)
+		utilruntime.Must(Scheme.AddConversionFunc(obj, obj, copyObject))
 	}
+}
+
+// copyObject is the conversion between a kind's hub and external versions, which share one Go type: a
+// deep copy. Admission (webhooks, ValidatingAdmissionPolicy) converts the hub object to the version a
+// webhook or policy asks for through it, and a mutating webhook's patched object back.
+func copyObject(in, out any, _ conversion.Scope) error {
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(in.(runtime.Object).DeepCopyObject()).Elem())
+	return nil
 }
 
 // fieldLabels lists the field selectors each kind supports beyond metadata.name and metadata.namespace,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -30,8 +31,11 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
 	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
@@ -43,6 +47,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/crd"
 	"github.com/nodekit/nodekit/controlplane/apiserver/openapi"
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/admissionregistration"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authentication"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authorization"
@@ -207,13 +212,27 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	merge(namespaces)
 
-	cfg.AdmissionControl = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
+	admissionStorage, err := admissionregistration.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
+	dynamicClient, err := dynamic.NewForConfig(cfg.LoopbackClientConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiserver: loopback client: %w", err)
+	}
+	restMapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(loopback.Discovery()))
+	if cfg.AdmissionControl, err = admission.Chain(func(ctx context.Context, name string) (*corev1.Namespace, error) {
 		obj, err := nsStore.Get(ctx, name, &metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds)
+	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds, admission.Dynamic{
+		Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
+		Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
+	}); err != nil {
+		return nil, nil, err
+	}
 
 	// one aggregated discovery document (/apis as apidiscovery.k8s.io/v2) for both servers, as in
 	// kube-apiserver: the apiextensions server adds each CRD's group version to it
@@ -241,7 +260,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
-		policyv1.GroupName: policyStorage,
+		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
@@ -263,6 +282,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
 	gs.AddPostStartHookOrDie("nodekit-node-authorizer-graph", func(hc genericapiserver.PostStartHookContext) error {
 		return nodeauthz.Populate(hc.Context, loopback, nodeGraph)
+	})
+	gs.AddPostStartHookOrDie("nodekit-admission-restmapper", func(hc genericapiserver.PostStartHookContext) error {
+		// new API resources (a policy's matchConstraints or paramKind) are found within 10 s, as in kube-apiserver
+		go wait.Until(restMapper.Reset, 10*time.Second, hc.Context.Done())
+		return nil
 	})
 	gs.AddPostStartHookOrDie("rbac/bootstrap-roles", func(hc genericapiserver.PostStartHookContext) error {
 		return startRBAC(hc.Context, rbacInformers, loopback)
