@@ -2,8 +2,10 @@ package garbagecollector
 
 import (
 	"context"
+	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -110,8 +112,37 @@ func (c *Controller) track(ctx context.Context, gvr schema.GroupVersionResource,
 		return err
 	}
 	go inf.Run(ictx.Done())
+	go func() {
+		// Objects owned by this kind were checked against owners the collector could not watch yet: an
+		// owner deleted before this informer's first list sends no delete event, so once the informer
+		// has synced, every dependent naming the kind is looked at again.
+		if cache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
+			c.requeueDependentsOf(gvr.GroupVersion().WithKind(kind).GroupKind())
+		}
+	}()
 	c.Log().Info("garbage collector watching resource", "resource", gvr.GroupResource().String(), "version", gvr.Version)
 	return nil
+}
+
+// requeueDependentsOf queues every object, of every watched kind, with an ownerReference of kind gk.
+func (c *Controller) requeueDependentsOf(gk schema.GroupKind) {
+	for i, inf := range c.informers() {
+		if inf == nil {
+			continue
+		}
+		for _, obj := range inf.GetIndexer().List() {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				continue
+			}
+			for _, ref := range m.GetOwnerReferences() {
+				if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind).GroupKind() == gk {
+					c.Add("dep|" + strconv.Itoa(i) + "|" + objKey(m))
+					break
+				}
+			}
+		}
+	}
 }
 
 // metadataKind is a resources.Kind whose calls go through the metadata client (the clientset argument

@@ -219,7 +219,13 @@ func (c *Controller) ownerOf(ctx context.Context, depNS string, ref metav1.Owner
 	c.mu.RUnlock()
 	k, inf, known := c.at(i)
 	if !ok || !known {
-		return ownerPresent, nil // a kind we cannot see: never delete on a guess
+		if c.meta == nil {
+			return ownerPresent, nil // a kind we cannot see: never delete on a guess
+		}
+		// Not discovered yet (a CRD served since the last discovery) or not served at all: never
+		// delete on a guess, and look again later, as upstream's collector retries an owner it has no
+		// REST mapping for.
+		return ownerPresent, fmt.Errorf("owner %s %q: kind %s is not among the resources discovery lists yet", ref.APIVersion, ref.Name, ref.Kind)
 	}
 	ns := ""
 	if k.Namespaced {
