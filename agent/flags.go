@@ -89,7 +89,7 @@ func (c Config) Args() []string {
 }
 
 // FlagArgs returns the flags, other than --data-dir, whose values differ from Default()'s, in flag-name
-// order: --name value, or --name=value for a bool. With KubeletConfigFile set, every kubelet flag is
+// order: --name value, or --name=value for a bool or an empty value. With KubeletConfigFile set, every kubelet flag is
 // given, so that the file supplies only the fields without a flag; without it, Kubelet fields that have
 // no flag are not carried.
 func (c Config) FlagArgs() []string {
@@ -110,7 +110,9 @@ func (c Config) FlagArgs() []string {
 		case v == flagValue(defFS.Lookup(fl.Name)) && !(c.KubeletConfigFile != "" && kubeletFlag[fl.Name]):
 			return
 		}
-		if _, isBool := fl.Value.(interface{ IsBoolFlag() bool }); isBool {
+		// A bool, or an empty value, is one word "--name=value": an empty word would not survive the
+		// word splitting of an environment file (install.sh's NODEKIT_AGENT_ARGS).
+		if _, isBool := fl.Value.(interface{ IsBoolFlag() bool }); isBool || v == "" {
 			args = append(args, "--"+fl.Name+"="+v)
 			return
 		}
