@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodekit/nodekit/cni/bridge"
 	"github.com/nodekit/nodekit/cni/ipam"
-	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
 	ctrd "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -24,31 +23,8 @@ import (
 // bridge): the pod IP comes from nodekit's IPAM on nodekit's veth, the demo server answers on the pod IP,
 // and its hostPort answers on the node's IP.
 func TestCRIPodOnNodekitCNI(t *testing.T) {
-	var rt *ctrd.Runtime
-	// Registered before the runtime so it runs after the runtime's Close removed the pods: the host-level
-	// rules are per network, not per pod.
-	t.Cleanup(func() {
-		if rt == nil || rt.Bridge == "" {
-			return
-		}
-		network := "nk-cri-" + rt.Bridge
-		ipt, err := iptables.New()
-		if err != nil {
-			t.Errorf("iptables cleanup: %v", err)
-			return
-		}
-		_, sn, _ := net.ParseCIDR(rt.Subnet)
-		if _, err := portmap.GC(ipt, network, func(string, string) bool { return false }); err != nil {
-			t.Errorf("hostPort cleanup: %v", err)
-		}
-		if err := portmap.Teardown(ipt, network); err != nil {
-			t.Errorf("hostPort cleanup: %v", err)
-		}
-		if err := masq.Teardown(ipt, network, []*net.IPNet{sn}); err != nil {
-			t.Errorf("masquerade cleanup: %v", err)
-		}
-	})
-	rt = ctrd.Start(t, ctrd.Options{CNIBinDirs: []string{binDir, "/usr/lib/cni"}, ConfList: ctrd.NodekitConfList(t)})
+	// The runtime's Close also removes nodekit-cni's per-network masquerade and hostPort chains.
+	rt := ctrd.Start(t, ctrd.Options{CNIBinDirs: []string{binDir, "/usr/lib/cni"}, ConfList: ctrd.NodekitConfList(t)})
 	if rt.Bridge == "" || rt.Subnet == "" {
 		t.Fatalf("the containerd framework did not assign a bridge and subnet: %q %q", rt.Bridge, rt.Subnet)
 	}

@@ -79,6 +79,10 @@ type Runtime struct {
 	// Bridge and Subnet describe the network ("nkt" + 8 hex chars, "10.213.N.0/24"); empty with
 	// NoNetwork or a ConfList without the placeholders.
 	Bridge, Subnet string
+	// nodekitNetwork is set when the network is nodekit-cni's (NodekitConfList): Close then removes the
+	// host-level rules nodekit-cni keeps per network (masquerade and hostPort chains), which outlive
+	// the pods.
+	nodekitNetwork bool
 	// Images are the references imported at start.
 	Images []string
 
@@ -226,6 +230,7 @@ func (r *Runtime) writeNetwork(opts Options) error {
 	if strings.Contains(s, "BRIDGE") {
 		r.Bridge = bridge
 	}
+	r.nodekitNetwork = strings.Contains(s, nodekitNetworkPrefix+"BRIDGE")
 	if strings.Contains(s, "SUBNET") {
 		r.Subnet = subnet
 	}
@@ -289,6 +294,9 @@ func (r *Runtime) Close() error {
 	if r.Bridge != "" {
 		if link, err := netlink.LinkByName(r.Bridge); err == nil {
 			errs = append(errs, netlink.LinkDel(link))
+		}
+		if r.nodekitNetwork {
+			errs = append(errs, teardownNodekitRules(nodekitNetworkPrefix+r.Bridge, r.Subnet))
 		}
 	}
 	if r.ownerLock != nil {
