@@ -197,12 +197,14 @@ func TestDaemonSetPodPerNodeAndRollingUpdate(t *testing.T) {
 			if p.Spec.NodeName != "" && p.Status.Phase == v1.PodRunning {
 				continue
 			}
-			p.Spec.NodeName = n
-			p.Status.Phase = v1.PodRunning
-			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-			if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			podClient := client.CoreV1().Pods("default")
+			controllertest.Modify(t, func() (*v1.Pod, error) { return podClient.Get(ctx, p.Name, metav1.GetOptions{}) },
+				func(p *v1.Pod) {
+					p.Spec.NodeName = n
+					p.Status.Phase = v1.PodRunning
+					p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+				},
+				func(p *v1.Pod) error { _, err := podClient.Update(ctx, p, metav1.UpdateOptions{}); return err })
 		}
 	}
 	markReady(pods)
@@ -235,12 +237,16 @@ func TestDaemonSetPodPerNodeAndRollingUpdate(t *testing.T) {
 	markReady(pods)
 
 	// A template change rolls out node by node (maxUnavailable 1) to a second revision.
-	cur, _ := client.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
-	cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
-	cur.Generation = 2
-	if _, err := client.AppsV1().DaemonSets("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	daemonSets := client.AppsV1().DaemonSets("default")
+	controllertest.Modify(t, func() (*appsv1.DaemonSet, error) { return daemonSets.Get(ctx, "agent", metav1.GetOptions{}) },
+		func(cur *appsv1.DaemonSet) {
+			cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
+			cur.Generation = 2
+		},
+		func(cur *appsv1.DaemonSet) error {
+			_, err := daemonSets.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 	controllertest.Eventually(t, "rolled out to demo:v2", func() error {
 		pods := podsByNode("n2", "n3")
 		markReady(pods)

@@ -52,11 +52,16 @@ func TestRollingSteps(t *testing.T) {
 	// markAvailable plays the ReplicaSet controller: all of the set's replicas exist and are available.
 	markAvailable := func(rs *appsv1.ReplicaSet, available int32) {
 		t.Helper()
-		rs.Status = appsv1.ReplicaSetStatus{Replicas: *rs.Spec.Replicas, ReadyReplicas: available, AvailableReplicas: available,
-			ObservedGeneration: rs.Generation}
-		if _, err := client.AppsV1().ReplicaSets("default").UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		rsClient := client.AppsV1().ReplicaSets("default")
+		controllertest.Modify(t, func() (*appsv1.ReplicaSet, error) { return rsClient.Get(ctx, rs.Name, metav1.GetOptions{}) },
+			func(rs *appsv1.ReplicaSet) {
+				rs.Status = appsv1.ReplicaSetStatus{Replicas: *rs.Spec.Replicas, ReadyReplicas: available, AvailableReplicas: available,
+					ObservedGeneration: rs.Generation}
+			},
+			func(rs *appsv1.ReplicaSet) error {
+				_, err := rsClient.UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+				return err
+			})
 	}
 	var v1rs *appsv1.ReplicaSet
 	controllertest.Eventually(t, "first replicaset", func() error {
@@ -73,12 +78,16 @@ func TestRollingSteps(t *testing.T) {
 	}
 	markAvailable(v1rs, 4)
 
-	cur, _ := client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-	cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
-	cur.Generation = 2
-	if _, err := client.AppsV1().Deployments("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployments := client.AppsV1().Deployments("default")
+	controllertest.Modify(t, func() (*appsv1.Deployment, error) { return deployments.Get(ctx, "web", metav1.GetOptions{}) },
+		func(cur *appsv1.Deployment) {
+			cur.Spec.Template.Spec.Containers[0].Image = "demo:v2"
+			cur.Generation = 2
+		},
+		func(cur *appsv1.Deployment) error {
+			_, err := deployments.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 	// maxSurge 1 and maxUnavailable 1 on 4 replicas: the rollout may run 5 pods and needs 3
 	// available, so it settles at new 2 / old 3 and goes no further while no new pod is available.
 	settled := func() error {

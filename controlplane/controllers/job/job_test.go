@@ -75,10 +75,10 @@ func (h *harness) running(job string, n int) []v1.Pod {
 
 func (h *harness) finish(p v1.Pod, phase v1.PodPhase) {
 	h.t.Helper()
-	p.Status.Phase = phase
-	if _, err := h.client.CoreV1().Pods("default").UpdateStatus(h.ctx, &p, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	pods := h.client.CoreV1().Pods("default")
+	controllertest.Modify(h.t, func() (*v1.Pod, error) { return pods.Get(h.ctx, p.Name, metav1.GetOptions{}) },
+		func(p *v1.Pod) { p.Status.Phase = phase },
+		func(p *v1.Pod) error { _, err := pods.UpdateStatus(h.ctx, p, metav1.UpdateOptions{}); return err })
 }
 
 func (h *harness) status(job string, check func(batchv1.JobStatus) error) batchv1.JobStatus {

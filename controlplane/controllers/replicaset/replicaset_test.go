@@ -98,12 +98,16 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 		}
 	}
 	// Mark one pod Ready: status counts it.
-	ready := pods[0].DeepCopy()
-	ready.Status.Phase = v1.PodRunning
-	ready.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, ready, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	podClient := client.CoreV1().Pods("default")
+	controllertest.Modify(t, func() (*v1.Pod, error) { return podClient.Get(ctx, pods[0].Name, metav1.GetOptions{}) },
+		func(ready *v1.Pod) {
+			ready.Status.Phase = v1.PodRunning
+			ready.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		},
+		func(ready *v1.Pod) error {
+			_, err := podClient.UpdateStatus(ctx, ready, metav1.UpdateOptions{})
+			return err
+		})
 	controllertest.Eventually(t, "ready counted", func() error {
 		got, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
 		if got.Status.ReadyReplicas != 1 || got.Status.AvailableReplicas != 1 || got.Status.FullyLabeledReplicas != 3 {
@@ -112,16 +116,20 @@ func TestReplicaSetCreatesAndTrims(t *testing.T) {
 		return nil
 	})
 	// Scale to 1: the ready pod is the one kept.
-	cur, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
 	one := int32(1)
-	cur.Spec.Replicas = &one
-	cur.Generation = 1
-	if _, err := client.AppsV1().ReplicaSets("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rsClient := client.AppsV1().ReplicaSets("default")
+	controllertest.Modify(t, func() (*appsv1.ReplicaSet, error) { return rsClient.Get(ctx, "web", metav1.GetOptions{}) },
+		func(cur *appsv1.ReplicaSet) {
+			cur.Spec.Replicas = &one
+			cur.Generation = 1
+		},
+		func(cur *appsv1.ReplicaSet) error {
+			_, err := rsClient.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 	left := waitPods(1)
-	if left[0].Name != ready.Name {
-		t.Fatalf("scale-down kept %s, want the ready pod %s", left[0].Name, ready.Name)
+	if left[0].Name != pods[0].Name {
+		t.Fatalf("scale-down kept %s, want the ready pod %s", left[0].Name, pods[0].Name)
 	}
 }
 
@@ -212,11 +220,10 @@ func TestReplicaSetAdoptsAndReleases(t *testing.T) {
 	if list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); len(list.Items) != 1 {
 		t.Fatalf("%d pods after adoption, want the orphan only", len(list.Items))
 	}
-	p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
-	p.Labels = map[string]string{"app": "other"}
-	if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	podClient := client.CoreV1().Pods("default")
+	controllertest.Modify(t, func() (*v1.Pod, error) { return podClient.Get(ctx, "orphan", metav1.GetOptions{}) },
+		func(p *v1.Pod) { p.Labels = map[string]string{"app": "other"} },
+		func(p *v1.Pod) error { _, err := podClient.Update(ctx, p, metav1.UpdateOptions{}); return err })
 	controllertest.Eventually(t, "released and replaced", func() error {
 		p, _ := client.CoreV1().Pods("default").Get(ctx, "orphan", metav1.GetOptions{})
 		list, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})

@@ -5,20 +5,24 @@ package controllertest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/retry"
 )
 
 // Logger discards controller logs.
@@ -59,30 +63,56 @@ func Eventually(t *testing.T, what string, cond func() error) {
 	}
 }
 
-// StatusSubresource makes client's "update …/status" calls on the given resources (e.g. "deployments")
-// change only .status, as the API server does; the fake tracker would otherwise store the whole
-// object, letting a status write from a stale copy undo a spec change.
+// StatusSubresource makes client's updates of the given resources (e.g. "deployments") behave as
+// the API server's do, which the fake tracker does not:
+//   - "update …/status" changes only .status (the tracker would store the whole object, letting a
+//     status write from a stale copy undo a spec change);
+//   - an update carrying a metadata.resourceVersion other than the stored one fails with a 409
+//     Conflict, and every update stores a new resourceVersion (optimistic concurrency: a
+//     controller's write from a stale cache copy must not undo a newer change).
+//
+// The updates run under one lock, so the read-compare-write of each is atomic.
 func StatusSubresource(client *fake.Clientset, resources ...string) {
+	var mu sync.Mutex
 	for _, res := range resources {
 		client.PrependReactor("update", res, func(action k8stesting.Action) (bool, runtime.Object, error) {
-			if action.GetSubresource() != "status" {
-				return false, nil, nil
-			}
+			mu.Lock()
+			defer mu.Unlock()
 			incoming := action.(k8stesting.UpdateAction).GetObject()
-			m, err := meta.Accessor(incoming)
+			in, err := meta.Accessor(incoming)
 			if err != nil {
 				return true, nil, err
 			}
-			stored, err := client.Tracker().Get(action.GetResource(), action.GetNamespace(), m.GetName())
+			gvr := action.GetResource()
+			stored, err := client.Tracker().Get(gvr, action.GetNamespace(), in.GetName())
 			if err != nil {
 				return true, nil, err
 			}
-			merged := stored.DeepCopyObject()
-			reflect.ValueOf(merged).Elem().FieldByName("Status").Set(reflect.ValueOf(incoming).Elem().FieldByName("Status"))
-			if err := client.Tracker().Update(action.GetResource(), merged, action.GetNamespace()); err != nil {
+			sm, err := meta.Accessor(stored)
+			if err != nil {
 				return true, nil, err
 			}
-			return true, merged, nil
+			if rv := in.GetResourceVersion(); rv != "" && rv != sm.GetResourceVersion() {
+				return true, nil, apierrors.NewConflict(gvr.GroupResource(), in.GetName(),
+					fmt.Errorf("the object has been modified: resourceVersion %s, stored %s", rv, sm.GetResourceVersion()))
+			}
+			next := 1
+			if n, err := strconv.Atoi(sm.GetResourceVersion()); err == nil {
+				next = n + 1
+			}
+			var out runtime.Object
+			if action.GetSubresource() == "status" {
+				out = stored.DeepCopyObject()
+				reflect.ValueOf(out).Elem().FieldByName("Status").Set(reflect.ValueOf(incoming).Elem().FieldByName("Status"))
+			} else {
+				out = incoming.DeepCopyObject()
+			}
+			om, _ := meta.Accessor(out)
+			om.SetResourceVersion(strconv.Itoa(next))
+			if err := client.Tracker().Update(gvr, out, action.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+			return true, out.DeepCopyObject(), nil
 		})
 	}
 }
@@ -106,5 +136,22 @@ func GenerateNames(client *fake.Clientset, resources ...string) {
 			}
 			return false, nil, nil
 		})
+	}
+}
+
+// Modify reads an object with get, changes it with mutate and writes it back with update, starting
+// again from a fresh read when the write fails with a 409 Conflict (as every client of the API
+// server must); any other error, or conflicts past client-go's retry.DefaultRetry, fail the test.
+func Modify[T any](t *testing.T, get func() (T, error), mutate func(T), update func(T) error) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := get()
+		if err != nil {
+			return err
+		}
+		mutate(obj)
+		return update(obj)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
