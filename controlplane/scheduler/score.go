@@ -28,38 +28,27 @@ func leastAllocated(requested, capacity int64) int64 {
 	return (capacity - requested) * maxNodeScore / capacity
 }
 
-// scoreSpread favours nodes holding fewer pods of the pod's controller (same ReplicaSet, …):
-// 100 × (max − count) / max over the feasible nodes, 100 everywhere when none holds any (upstream
-// SelectorSpread / default PodTopologySpread by hostname, simplified to the controller owner).
-func scoreSpread(pi *podInfo, feasible []*nodeInfo) []int64 {
-	scores := make([]int64, len(feasible))
-	if pi.OwnerUID == "" {
-		for i := range scores {
-			scores[i] = maxNodeScore
-		}
-		return scores
-	}
-	var maxCount int
-	for _, ni := range feasible {
-		maxCount = max(maxCount, ni.OwnerCounts[pi.OwnerUID])
-	}
-	for i, ni := range feasible {
-		if maxCount == 0 {
-			scores[i] = maxNodeScore
-			continue
-		}
-		scores[i] = maxNodeScore * int64(maxCount-ni.OwnerCounts[pi.OwnerUID]) / int64(maxCount)
-	}
-	return scores
-}
+// Score plugin weights of upstream's default profile: a node's total is the weighted sum of each
+// plugin's 0–maxNodeScore score.
+const (
+	weightLeastAllocated   = 1
+	weightTopologySpread   = 2
+	weightInterPodAffinity = 2
+)
 
-// selectHost sums the scores per feasible node and returns the index of the best one, choosing
-// uniformly at random among nodes that tie for the top total (reservoir sampling, as upstream does).
-func selectHost(pi *podInfo, feasible []*nodeInfo, rnd *rand.Rand) int {
-	spread := scoreSpread(pi, feasible)
+// selectHost scores the feasible nodes (least allocated, topology spread, inter-pod affinity), sums
+// the weighted scores per node and returns the index of the best one, choosing uniformly at random
+// among nodes that tie for the top total (reservoir sampling, as upstream does). The error is a
+// topology spread constraint whose selector does not parse.
+func selectHost(cc *cycleContext, feasible []*nodeInfo, rnd *rand.Rand) (int, error) {
+	spread, err := scoreTopologySpread(cc, feasible)
+	if err != nil {
+		return -1, err
+	}
+	affinity := scoreInterPodAffinity(cc, feasible)
 	best, bestScore, ties := -1, int64(-1), 0
 	for i, ni := range feasible {
-		total := scoreLeastAllocated(pi, ni) + spread[i]
+		total := weightLeastAllocated*scoreLeastAllocated(cc.pod, ni) + weightTopologySpread*spread[i] + weightInterPodAffinity*affinity[i]
 		switch {
 		case total > bestScore:
 			best, bestScore, ties = i, total, 1
@@ -70,7 +59,7 @@ func selectHost(pi *podInfo, feasible []*nodeInfo, rnd *rand.Rand) int {
 			}
 		}
 	}
-	return best
+	return best, nil
 }
 
 // fitError explains why no node fits a pod: the reasons each node failed, summed into the
@@ -78,12 +67,19 @@ func selectHost(pi *podInfo, feasible []*nodeInfo, rnd *rand.Rand) int {
 // wording. Reasons are listed with the most frequent first (ties in text order), as nodekit's issue
 // specifies ("2 Insufficient cpu, 1 node(s) had untolerated taint …"); kube-scheduler itself sorts the
 // "<count> <reason>" strings lexically.
+//
+// PreFilterMsg, when set, is why the pod was refused before any node was tried (its affinity or
+// spread constraints do not parse); the message is then "0/N nodes are available: <PreFilterMsg>.".
 type fitError struct {
-	NumAllNodes int
-	NodeReasons map[string][]string // node name → reasons
+	NumAllNodes  int
+	NodeReasons  map[string][]string // node name → reasons
+	PreFilterMsg string
 }
 
 func (e *fitError) Error() string {
+	if e.PreFilterMsg != "" {
+		return "0/" + strconv.Itoa(e.NumAllNodes) + " nodes are available: " + e.PreFilterMsg + "."
+	}
 	counts := map[string]int{}
 	for _, reasons := range e.NodeReasons {
 		for _, r := range reasons {
