@@ -75,7 +75,7 @@ type Scheduler struct {
 	log       *slog.Logger
 	factory   informers.SharedInformerFactory
 	podLister corelisters.PodLister
-	lookups   *listerLookups
+	lookups   lookups
 	logr      logr.Logger
 	cache     *cache
 	queue     workqueue.TypedRateLimitingInterface[string]
