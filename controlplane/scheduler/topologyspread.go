@@ -91,6 +91,15 @@ func defaultSpreadConstraints(pod *v1.Pod, action v1.UnsatisfiableConstraintActi
 	return out
 }
 
+// podSpreadConstraints returns the cycle pod's constraints with whenUnsatisfiable action: its own
+// when it has any topologySpreadConstraints, otherwise the system defaults.
+func podSpreadConstraints(cc *cycleContext, action v1.UnsatisfiableConstraintAction) ([]spreadConstraint, error) {
+	if len(cc.pod.Pod.Spec.TopologySpreadConstraints) > 0 {
+		return parseSpreadConstraints(cc.pod.Pod, action)
+	}
+	return defaultSpreadConstraints(cc.pod.Pod, action, cc.lookups), nil
+}
+
 // spreadNodeEligible reports whether a node's pods count for constraint c: the node passes the pod's
 // required node affinity (when nodeAffinityPolicy is Honor) and its NoSchedule/NoExecute taints are
 // tolerated (when nodeTaintsPolicy is Honor).
@@ -148,17 +157,9 @@ type spreadFilter struct {
 // nil when the pod has no DoNotSchedule constraint.
 func newSpreadFilter(cc *cycleContext) (*spreadFilter, error) {
 	pod := cc.pod.Pod
-	var cs []spreadConstraint
-	if len(pod.Spec.TopologySpreadConstraints) > 0 {
-		var err error
-		if cs, err = parseSpreadConstraints(pod, v1.DoNotSchedule); err != nil {
-			return nil, err
-		}
-	} else {
-		cs = defaultSpreadConstraints(pod, v1.DoNotSchedule, cc.lookups)
-	}
-	if len(cs) == 0 {
-		return nil, nil
+	cs, err := podSpreadConstraints(cc, v1.DoNotSchedule)
+	if err != nil || len(cs) == 0 {
+		return nil, err
 	}
 	f := &spreadFilter{constraints: cs, domainCount: make([]map[string]int64, len(cs)),
 		minMatch: make([]int64, len(cs)), selfMatch: make([]int64, len(cs))}
@@ -218,15 +219,10 @@ func (f *spreadFilter) filter(_ *podInfo, ni *nodeInfo) []string {
 func scoreTopologySpread(cc *cycleContext, feasible []*nodeInfo) ([]int64, error) {
 	scores := make([]int64, len(feasible))
 	pod := cc.pod.Pod
-	var cs []spreadConstraint
 	requireAll := len(pod.Spec.TopologySpreadConstraints) > 0
-	if requireAll {
-		var err error
-		if cs, err = parseSpreadConstraints(pod, v1.ScheduleAnyway); err != nil {
-			return nil, err
-		}
-	} else {
-		cs = defaultSpreadConstraints(pod, v1.ScheduleAnyway, cc.lookups)
+	cs, err := podSpreadConstraints(cc, v1.ScheduleAnyway)
+	if err != nil {
+		return nil, err
 	}
 	if len(cs) == 0 {
 		for i := range scores {
