@@ -3,7 +3,8 @@
 // each one (Ready and schedulable, resources, nodeSelector and required node affinity, taints and
 // tolerations, host ports, spec.nodeName, topology spread constraints, required inter-pod affinity and
 // anti-affinity, the existing pods' anti-affinity), scores the feasible ones (least allocated,
-// topology spread with upstream's system default constraints, preferred inter-pod affinity) and binds
+// topology spread with upstream's system default constraints, preferred inter-pod and node affinity,
+// PreferNoSchedule taints; upstream's default weights) and binds
 // the pod to the best through the pods/binding subresource. A pod no node fits gets
 // PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is tried
 // again when nodes or pods change. It talks only to the API server, through client-go informers

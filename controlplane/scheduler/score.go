@@ -1,10 +1,16 @@
 package scheduler
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // maxNodeScore is the top score one score plugin gives a node (upstream framework.MaxNodeScore).
@@ -34,21 +40,94 @@ const (
 	weightLeastAllocated   = 1
 	weightTopologySpread   = 2
 	weightInterPodAffinity = 2
+	weightNodeAffinity     = 2
+	weightTaintToleration  = 3
 )
 
-// selectHost scores the feasible nodes (least allocated, topology spread, inter-pod affinity), sums
-// the weighted scores per node and returns the index of the best one, choosing uniformly at random
-// among nodes that tie for the top total (reservoir sampling, as upstream does). The error is a
-// topology spread constraint whose selector does not parse.
+// scoreNodeAffinity scores the feasible nodes by the pod's preferred node affinity: the sum of the
+// weights of the preferredDuringSchedulingIgnoredDuringExecution terms a node matches, scaled to
+// 0–maxNodeScore by the highest sum (all 0 when no node matches any; upstream NodeAffinity score).
+func scoreNodeAffinity(pi *podInfo, feasible []*nodeInfo) ([]int64, error) {
+	scores := make([]int64, len(feasible))
+	a := pi.Pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		return scores, nil
+	}
+	terms, err := nodeaffinity.NewPreferredSchedulingTerms(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+	if err != nil {
+		return nil, fmt.Errorf("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: %w", err)
+	}
+	for i, ni := range feasible {
+		scores[i] = terms.Score(ni.Node)
+	}
+	normalize(scores, false)
+	return scores, nil
+}
+
+// scoreTaintToleration favours nodes with fewer PreferNoSchedule taints the pod does not tolerate
+// (tolerations with effect PreferNoSchedule or none count): maxNodeScore − count × maxNodeScore / the
+// highest count (upstream TaintToleration score).
+func scoreTaintToleration(logger logr.Logger, pi *podInfo, feasible []*nodeInfo) []int64 {
+	var tols []v1.Toleration
+	for _, t := range pi.Pod.Spec.Tolerations {
+		if t.Effect == "" || t.Effect == v1.TaintEffectPreferNoSchedule {
+			tols = append(tols, t)
+		}
+	}
+	scores := make([]int64, len(feasible))
+	for i, ni := range feasible {
+		for j := range ni.Node.Spec.Taints {
+			t := &ni.Node.Spec.Taints[j]
+			if t.Effect == v1.TaintEffectPreferNoSchedule && !corev1helpers.TolerationsTolerateTaint(logger, tols, t, false) {
+				scores[i]++
+			}
+		}
+	}
+	normalize(scores, true)
+	return scores
+}
+
+// normalize scales scores to 0–maxNodeScore by the highest one, reversed (maxNodeScore − scaled)
+// when reverse; with every score 0 they stay 0, or become maxNodeScore when reverse (upstream
+// DefaultNormalizeScore).
+func normalize(scores []int64, reverse bool) {
+	var top int64
+	for _, s := range scores {
+		top = max(top, s)
+	}
+	for i := range scores {
+		switch {
+		case top == 0 && reverse:
+			scores[i] = maxNodeScore
+		case top == 0:
+		case reverse:
+			scores[i] = maxNodeScore - maxNodeScore*scores[i]/top
+		default:
+			scores[i] = maxNodeScore * scores[i] / top
+		}
+	}
+}
+
+// selectHost scores the feasible nodes (least allocated, topology spread, inter-pod affinity,
+// preferred node affinity, PreferNoSchedule taints), sums the weighted scores per node and returns the
+// index of the best one, choosing uniformly at random among nodes that tie for the top total
+// (reservoir sampling, as upstream does). The error is a ScheduleAnyway spread constraint or a
+// preferred node affinity term that does not parse.
 func selectHost(cc *cycleContext, feasible []*nodeInfo, rnd *rand.Rand) (int, error) {
 	spread, err := scoreTopologySpread(cc, feasible)
 	if err != nil {
 		return -1, err
 	}
-	affinity := scoreInterPodAffinity(cc, feasible)
+	nodeAff, err := scoreNodeAffinity(cc.pod, feasible)
+	if err != nil {
+		return -1, err
+	}
+	podAff := scoreInterPodAffinity(cc, feasible)
+	taints := scoreTaintToleration(cc.logger, cc.pod, feasible)
 	best, bestScore, ties := -1, int64(-1), 0
 	for i, ni := range feasible {
-		total := weightLeastAllocated*scoreLeastAllocated(cc.pod, ni) + weightTopologySpread*spread[i] + weightInterPodAffinity*affinity[i]
+		total := weightLeastAllocated*scoreLeastAllocated(cc.pod, ni) + weightTopologySpread*spread[i] +
+			weightInterPodAffinity*podAff[i] + weightNodeAffinity*nodeAff[i] + weightTaintToleration*taints[i]
 		switch {
 		case total > bestScore:
 			best, bestScore, ties = i, total, 1

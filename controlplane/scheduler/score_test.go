@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -224,5 +225,49 @@ func TestCacheAssumeAndConfirm(t *testing.T) {
 	c.forget("default/q")
 	if c.nodes["n"].Requested.MilliCPU != 0 {
 		t.Fatal("forgotten assumption still counted")
+	}
+}
+
+func TestScoreNodeAffinityAndTaints(t *testing.T) {
+	ssd := infoFor(node("ssd", "4", "4Gi", func(n *v1.Node) { n.Labels["disk"] = "ssd"; n.Labels["net"] = "fast" }))
+	hdd := infoFor(node("hdd", "4", "4Gi", func(n *v1.Node) { n.Labels["disk"] = "hdd"; n.Labels["net"] = "fast" }))
+	bare := infoFor(node("bare", "4", "4Gi"))
+	nodes := []*nodeInfo{ssd, hdd, bare}
+	pref := func(weight int32, key, value string) v1.PreferredSchedulingTerm {
+		return v1.PreferredSchedulingTerm{Weight: weight, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{
+			{Key: key, Operator: v1.NodeSelectorOpIn, Values: []string{value}}}}}
+	}
+	p := pod("p", "", "", func(p *v1.Pod) {
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{
+			pref(60, "disk", "ssd"), pref(20, "net", "fast")}}}
+	})
+	// ssd matches both (80), hdd one (20), bare none: 100, 25, 0.
+	got, err := scoreNodeAffinity(newPodInfo(p), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{100, 25, 0}; !slices.Equal(got, want) {
+		t.Fatalf("node affinity scores = %v, want %v", got, want)
+	}
+	if got, _ := scoreNodeAffinity(newPodInfo(pod("q", "", "")), nodes); !slices.Equal(got, []int64{0, 0, 0}) {
+		t.Fatalf("no preferences: %v", got)
+	}
+
+	soft := func(keys ...string) func(*v1.Node) {
+		return func(n *v1.Node) {
+			for _, k := range keys {
+				n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: k, Effect: v1.TaintEffectPreferNoSchedule})
+			}
+		}
+	}
+	tainted := []*nodeInfo{infoFor(node("two", "4", "4Gi", soft("a", "b"))), infoFor(node("one", "4", "4Gi", soft("a"))), infoFor(node("none", "4", "4Gi"))}
+	// 2, 1 and 0 untolerated PreferNoSchedule taints: 0, 50, 100.
+	if got, want := scoreTaintToleration(logr.Discard(), newPodInfo(pod("p", "", "")), tainted), []int64{0, 50, 100}; !slices.Equal(got, want) {
+		t.Fatalf("taint scores = %v, want %v", got, want)
+	}
+	// Tolerating "b" (no effect: every effect) leaves one taint on each tainted node.
+	tol := pod("p", "", "", func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "b", Operator: v1.TolerationOpExists}} })
+	if got, want := scoreTaintToleration(logr.Discard(), newPodInfo(tol), tainted), []int64{0, 0, 100}; !slices.Equal(got, want) {
+		t.Fatalf("taint scores with toleration = %v, want %v", got, want)
 	}
 }
