@@ -77,7 +77,7 @@ type Scheduler struct {
 	factory   informers.SharedInformerFactory
 	podLister corelisters.PodLister
 	lookups   lookups
-	logr      logr.Logger
+	logger    logr.Logger
 	cache     *cache
 	queue     workqueue.TypedRateLimitingInterface[string]
 	filters   []filter
@@ -123,7 +123,7 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 		log:           opts.Logger.With("component", "scheduler", "scheduler", opts.SchedulerName),
 		factory:       informers.NewSharedInformerFactory(client, 0),
 		cache:         newCache(),
-		logr:          logger,
+		logger:        logger,
 		filters:       filters(logger),
 		rnd:           rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		bindSem:       make(chan struct{}, opts.BindWorkers),
@@ -442,7 +442,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
 	s.cache.mu.Lock()
 	defer s.cache.mu.Unlock()
-	cc := &cycleContext{pod: newPodInfo(pod), lookups: s.lookups, logger: s.logr}
+	cc := &cycleContext{pod: newPodInfo(pod), lookups: s.lookups, logger: s.logger}
 	for _, ni := range s.cache.nodes {
 		if ni.Node != nil {
 			cc.nodes = append(cc.nodes, ni)
