@@ -12,7 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 )
 
-var claimsResource = corev1.Resource("persistentvolumeclaims")
+// ClaimsResource is core/v1 persistentvolumeclaims, which nodekit does not serve.
+var ClaimsResource = corev1.Resource("persistentvolumeclaims")
 
 // storageClassSuffix ends the per-class claim names: <class>.storageclass.storage.k8s.io/requests.storage.
 const storageClassSuffix = ".storageclass.storage.k8s.io/"
@@ -28,7 +29,7 @@ var _ quotav1.Evaluator = claimEvaluator{}
 // IsClaimResource reports whether name is a PersistentVolumeClaim quota resource.
 func IsClaimResource(name corev1.ResourceName) bool {
 	switch name {
-	case corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage, generic.ObjectCountQuotaResourceNameFor(claimsResource):
+	case corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage, generic.ObjectCountQuotaResourceNameFor(ClaimsResource):
 		return true
 	}
 	i := strings.Index(string(name), storageClassSuffix)
@@ -39,7 +40,7 @@ func IsClaimResource(name corev1.ResourceName) bool {
 	return rest == corev1.ResourcePersistentVolumeClaims || rest == corev1.ResourceRequestsStorage
 }
 
-func (claimEvaluator) GroupResource() schema.GroupResource                     { return claimsResource }
+func (claimEvaluator) GroupResource() schema.GroupResource                     { return ClaimsResource }
 func (claimEvaluator) Constraints([]corev1.ResourceName, runtime.Object) error { return nil }
 func (claimEvaluator) Handles(admission.Attributes) bool                       { return false }
 func (c claimEvaluator) Matches(q *corev1.ResourceQuota, item runtime.Object) (bool, error) {
