@@ -22,8 +22,8 @@ import (
 // TestResourceQuota runs ResourceQuota end to end on the real API server, etcd and controller
 // manager: the controller reports status.hard and status.used; admission (k8s.io/apiserver's
 // ResourceQuota plugin with nodekit's evaluators) refuses the pod over pods=2 with upstream's
-// message, a pod without the cpu request a requests.cpu quota needs, and a ConfigMap or Job over its
-// count/ quota; deleting a pod, or its turning Succeeded, frees quota; bad specs are 422 naming the
+// message, a pod without the cpu request a requests.cpu quota needs, a ConfigMap or Job over its
+// count/ quota, and pods over BestEffort- and Terminating-scoped quotas (other pods pass them); deleting a pod, or its turning Succeeded, frees quota; bad specs are 422 naming the
 // field; anonymous users and a ServiceAccount without RBAC are 403.
 func TestResourceQuota(t *testing.T) {
 	c := startCluster(t)
@@ -150,6 +150,60 @@ func TestResourceQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 30*time.Second, "deletions freed", usedIs("objects", rl("count/configmaps", "1", "count/jobs.batch", "0", "resourcequotas", "2")))
+	})
+
+	t.Run("scopes", func(t *testing.T) {
+		const sns = "quota-scopes"
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		squotas, spods := c.Client.CoreV1().ResourceQuotas(sns), c.Client.CoreV1().Pods(sns)
+		for name, scope := range map[string]v1.ResourceQuotaScope{"besteffort": v1.ResourceQuotaScopeBestEffort, "terminating": v1.ResourceQuotaScopeTerminating} {
+			rq := q(name, rl("pods", "1"))
+			rq.Spec.Scopes = []v1.ResourceQuotaScope{scope}
+			if _, err := squotas.Create(ctx, rq, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scopedUsed := func(name, pods string) func() error {
+			return func() error {
+				got, err := squotas.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if !quotav1.Equals(got.Status.Used, rl("pods", pods)) {
+					return fmt.Errorf("%s: status.used %v, want pods=%s", name, got.Status.Used, pods)
+				}
+				return nil
+			}
+		}
+		eventually(t, 30*time.Second, "scoped quotas computed", func() error {
+			if err := scopedUsed("besteffort", "0")(); err != nil {
+				return err
+			}
+			return scopedUsed("terminating", "0")()
+		})
+		deadline := int64(600)
+		terminatingPod := func(name string) *v1.Pod {
+			p := pod(name, "100m")
+			p.Spec.ActiveDeadlineSeconds = &deadline
+			return p
+		}
+		for _, p := range []*v1.Pod{pod("be1", ""), pod("burstable", "100m"), terminatingPod("t1")} {
+			if _, err := spods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("%s: %v", p.Name, err)
+			}
+		}
+		_, err := spods.Create(ctx, pod("be2", ""), metav1.CreateOptions{})
+		forbidden(err, "exceeded quota: besteffort, requested: pods=1, used: pods=1, limited: pods=1")
+		_, err = spods.Create(ctx, terminatingPod("t2"), metav1.CreateOptions{})
+		forbidden(err, "exceeded quota: terminating, requested: pods=1, used: pods=1, limited: pods=1")
+		eventually(t, 30*time.Second, "scoped usage", func() error {
+			if err := scopedUsed("besteffort", "1")(); err != nil {
+				return err
+			}
+			return scopedUsed("terminating", "1")()
+		})
 	})
 
 	t.Run("invalid", func(t *testing.T) {
