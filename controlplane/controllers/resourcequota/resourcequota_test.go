@@ -77,7 +77,9 @@ func TestControllerCountsAndReplenishes(t *testing.T) {
 	}
 	controllertest.Eventually(t, "usage after a pod failed", usedIs(rl("pods", "0", "requests.cpu", "0", "configmaps", "1", "persistentvolumeclaims", "0")))
 
-	controllertest.Modify(t, func() (*v1.ResourceQuota, error) { return client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{}) },
+	controllertest.Modify(t, func() (*v1.ResourceQuota, error) {
+		return client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{})
+	},
 		func(q *v1.ResourceQuota) { q.Spec.Hard = rl("pods", "5", "secrets", "2", "count/pods", "9") },
 		func(q *v1.ResourceQuota) error {
 			_, err := client.CoreV1().ResourceQuotas("ns").Update(ctx, q, metav1.UpdateOptions{})
