@@ -5,7 +5,12 @@
 package resourcequota
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -28,6 +33,7 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		NewFunc:  func() runtime.Object { return &corev1.ResourceQuota{} },
 		NewList:  func() runtime.Object { return &corev1.ResourceQuotaList{} },
 		Strategy: strategy,
+		Table:    table,
 		StatusValidate: func(o, _ runtime.Object) field.ErrorList {
 			return validation.ResourceQuotaStatus(o.(*corev1.ResourceQuota))
 		},
@@ -36,4 +42,32 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	return map[string]rest.Storage{"resourcequotas": main, "resourcequotas/status": status}, nil
+}
+
+// table is kubectl's quota columns after AGE: REQUEST and LIMIT, "<resource>: <used>/<hard>" for each
+// status.hard resource, limits.* under LIMIT and the rest under REQUEST, sorted by name.
+var table = store.Table{
+	AfterAge: []metav1.TableColumnDefinition{
+		{Name: "Request", Type: "string", Description: "used/hard of each resource but limits.*"},
+		{Name: "Limit", Type: "string", Description: "used/hard of each limits.* resource"},
+	},
+	Cells: func(o runtime.Object) []any {
+		q := o.(*corev1.ResourceQuota)
+		var names []string
+		for r := range q.Status.Hard {
+			names = append(names, string(r))
+		}
+		slices.Sort(names)
+		var requests, limits []string
+		for _, r := range names {
+			used, hard := q.Status.Used[corev1.ResourceName(r)], q.Status.Hard[corev1.ResourceName(r)]
+			cell := fmt.Sprintf("%s: %s/%s", r, used.String(), hard.String())
+			if strings.HasPrefix(r, "limits.") {
+				limits = append(limits, cell)
+			} else {
+				requests = append(requests, cell)
+			}
+		}
+		return []any{strings.Join(requests, ", "), strings.Join(limits, ", ")}
+	},
 }
