@@ -82,6 +82,9 @@ func listFunc(listers quotav1.ListerForResourceFunc, gvr schema.GroupVersionReso
 	return generic.ListResourceUsingListerFunc(listers, gvr)
 }
 
+// static are the evaluators without listers, for Counted.
+var static = Evaluators(nil)
+
 // Counted reports whether some evaluator of this package, or the generic object count evaluator
 // (count/<resource>[.<group>]), measures the quota resource name; a quota naming anything else would
 // limit nothing.
@@ -90,7 +93,7 @@ func Counted(name corev1.ResourceName) bool {
 		return true
 	}
 	names := []corev1.ResourceName{name}
-	for _, e := range Evaluators(nil) {
+	for _, e := range static {
 		if len(e.MatchingResources(names)) > 0 {
 			return true
 		}
