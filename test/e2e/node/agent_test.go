@@ -97,6 +97,9 @@ func startAgent(t *testing.T, args ...string) *agentProc {
 	}
 	defer f.Close() // the child has its own descriptor
 	a.cmd.Stdout, a.cmd.Stderr = f, f
+	// A test binary killed (a timeout, Ctrl-C) takes its agent along instead of leaving it holding
+	// ports and containers.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
