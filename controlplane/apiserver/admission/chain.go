@@ -1,9 +1,10 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
-// storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
-// NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
-// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
-// body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
-// kube-apiserver.
+// storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
+// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds (mutating),
+// then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of the mutating
+// phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and
+// per-kind validation are not plugins here: defaulting runs when the request body is decoded (package
+// defaults) and validation in each resource's strategy (package validation), as in kube-apiserver.
 package admission
 
 import (
@@ -26,6 +27,8 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
 	}
 	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
+	static("LimitRanger", NewLimitRanger())
+	static("ServiceAccount", NewServiceAccount())
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
 	mutating.Register(plugins)
@@ -35,7 +38,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	if err != nil {
 		return nil, err
 	}
-	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
+	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "DefaultTolerationSeconds",
 		mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
 }
 

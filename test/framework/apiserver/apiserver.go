@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	nodekitserver "github.com/nodekit/nodekit/server"
@@ -102,7 +104,34 @@ func Start(t testing.TB, opts Options) *Server {
 	if err := s.waitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	s.runAccountControllers(t)
 	return s
+}
+
+// runAccountControllers runs, until the test ends, the two controllers every pod depends on through the
+// ServiceAccount admission plugin, as kube-controller-manager would: serviceaccount (the "default"
+// ServiceAccount of each namespace) and root-ca-cert-publisher (each namespace's kube-root-ca.crt
+// ConfigMap, which the pods' kube-api-access volume projects). Tests that run the whole controller
+// manager on the same server run them a second time; both are idempotent.
+func (s *Server) runAccountControllers(t testing.TB) {
+	t.Helper()
+	ca, err := os.ReadFile(nodekitserver.Config{DataDir: s.DataDir}.Paths().CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := s.ControllerManagerClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controllers.Run(ctx, client, controllers.Options{Controllers: []string{controllers.ServiceAccount, controllers.RootCAPublisher},
+			RootCA: ca, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("account controllers: %v", err)
+		}
+	})
 }
 
 func (s *Server) start() error {
