@@ -55,11 +55,11 @@ type ServiceAccount struct {
 }
 
 var (
-	_ admission.MutationInterface                 = &ServiceAccount{}
-	_ admission.ValidationInterface               = &ServiceAccount{}
-	_ initializer.WantsExternalKubeClientSet      = &ServiceAccount{}
+	_ admission.MutationInterface                  = &ServiceAccount{}
+	_ admission.ValidationInterface                = &ServiceAccount{}
+	_ initializer.WantsExternalKubeClientSet       = &ServiceAccount{}
 	_ initializer.WantsExternalKubeInformerFactory = &ServiceAccount{}
-	_ admission.InitializationValidator           = &ServiceAccount{}
+	_ admission.InitializationValidator            = &ServiceAccount{}
 )
 
 // NewServiceAccount returns the plugin; the admission initializers give it its client and informers.

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
-	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	nodekitserver "github.com/nodekit/nodekit/server"
 )
