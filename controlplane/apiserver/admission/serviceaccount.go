@@ -40,8 +40,9 @@ const (
 // the projected volume kube-api-access-<random> (a bound token for the account, the cluster CA from the
 // kube-root-ca.crt ConfigMap, the namespace) mounted read-only at ServiceAccountMountPath in every
 // container and init container that mounts nothing there yet. Mirror pods (the kubelet's static pods)
-// are exempt, but may not name a ServiceAccount nor project a token. On update it refuses a change of
-// spec.serviceAccountName.
+// are exempt, but may not name a ServiceAccount nor project a token. (A change of spec.serviceAccountName
+// on update is refused by the pod's update validation, which keeps the spec immutable; ephemeral
+// containers are not served, so no token mount is added on update.)
 //
 // The account is read from the shared informer's cache; on a miss it is read from the API again (up to
 // 10 times, 100–200 ms apart, for "default", which the ServiceAccount controller creates just after
@@ -86,10 +87,8 @@ func (p *ServiceAccount) ValidateInitialization() error {
 	return nil
 }
 
-// Handles create and update.
-func (p *ServiceAccount) Handles(op admission.Operation) bool {
-	return op == admission.Create || op == admission.Update
-}
+// Handles pod creation.
+func (p *ServiceAccount) Handles(op admission.Operation) bool { return op == admission.Create }
 
 // pod returns the pod of a pods request (no subresource), or nil.
 func podOf(a admission.Attributes) *corev1.Pod {
@@ -128,17 +127,11 @@ func (p *ServiceAccount) Admit(ctx context.Context, a admission.Attributes, o ad
 	return nil
 }
 
-// Validate refuses a pod without an existing account (create), a mirror pod naming an account or
-// projecting a token, and a change of spec.serviceAccountName (update).
+// Validate refuses a pod without an existing account, and a mirror pod naming an account or projecting
+// a token.
 func (p *ServiceAccount) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	pod := podOf(a)
-	if pod == nil {
-		return nil
-	}
-	if a.GetOperation() == admission.Update {
-		if old, ok := a.GetOldObject().(*corev1.Pod); ok && old.Spec.ServiceAccountName != pod.Spec.ServiceAccountName {
-			return admission.NewForbidden(a, fmt.Errorf("spec.serviceAccountName may not be changed from %q to %q", old.Spec.ServiceAccountName, pod.Spec.ServiceAccountName))
-		}
+	if pod == nil || a.GetOperation() != admission.Create {
 		return nil
 	}
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
