@@ -59,7 +59,7 @@ func TestServiceAccountMountsToken(t *testing.T) {
 	p, _ := newSAPlugin(t, sa("default", nil))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{{Name: "i"}},
-		Containers: []corev1.Container{{Name: "a"}, {Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "own", MountPath: ServiceAccountMountPath}}}},
+		Containers:     []corev1.Container{{Name: "a"}, {Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "own", MountPath: ServiceAccountMountPath}}}},
 	}}
 	if err := admitAndValidate(p, podAttrs(pod, admission.Create)); err != nil {
 		t.Fatal(err)
