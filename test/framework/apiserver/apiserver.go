@@ -6,7 +6,9 @@
 //	pods, _ := s.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 //	kubelet := s.NodeClient(t, "node-a") // acts as system:node:node-a
 //
-// Everything started is stopped, and the directories removed, by t.Cleanup.
+// It also runs the serviceaccount and root-ca-cert-publisher controllers, so every namespace has the
+// "default" ServiceAccount and the kube-root-ca.crt ConfigMap that the ServiceAccount admission plugin's
+// token volume needs. Everything started is stopped, and the directories removed, by t.Cleanup.
 package apiserver
 
 import (
