@@ -107,6 +107,20 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	s.runAccountControllers(t)
+	for { // the first pods of a test need both in "default"
+		_, err := s.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			_, err = s.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("account controllers: the default ServiceAccount and kube-root-ca.crt of namespace default: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return s
 }
 
