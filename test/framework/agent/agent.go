@@ -42,7 +42,7 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	c := agent.Default()
 	c.DataDir, c.Kubeconfig, c.NodeName, c.NodeIP = t.TempDir(), api.NodeKubeconfig(t, name), name, NodeIP
 	dataDir := c.DataDir
-	t.Cleanup(func() { unmountBelow(t, dataDir) }) // runs before t.TempDir's removal
+	t.Cleanup(func() { UnmountBelow(t, dataDir) }) // runs before t.TempDir's removal
 	c.CNIConfDir, c.DisableProxy = filepath.Join(c.DataDir, "net.d"), true
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
@@ -53,10 +53,10 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	return c
 }
 
-// unmountBelow lazily unmounts every mount below dir, deepest first: the pods' tmpfs volumes (the
+// UnmountBelow lazily unmounts every mount below dir, deepest first: the pods' tmpfs volumes (the
 // kube-api-access token volume every pod gets, secrets, projected volumes) of pods a test left running,
 // which would keep t.TempDir from being removed. Containers still running keep their own copies.
-func unmountBelow(t testing.TB, dir string) {
+func UnmountBelow(t testing.TB, dir string) {
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		t.Errorf("mounts below %s: %v", dir, err)
