@@ -131,10 +131,6 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, nil, err
 	}
 	core["nodes/proxy"] = node.NewProxyREST(kubelets)
-	pods, podStore, err := pod.NewStorage(getter, kubelets)
-	if err != nil {
-		return nil, nil, err
-	}
 	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
@@ -146,6 +142,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		ClusterRoles: rbacInformers.Rbac().V1().ClusterRoles().Lister(), ClusterRoleBindings: rbacInformers.Rbac().V1().ClusterRoleBindings().Lister(),
 	}
 	if cfg.Authorization.Authorizer, err = authz.New(nodeauthz.Authorizer{Graph: nodeGraph}, rbacRules); err != nil {
+		return nil, nil, err
+	}
+	pods, podStore, err := pod.NewStorage(getter, kubelets, cfg.Authorization.Authorizer)
+	if err != nil {
 		return nil, nil, err
 	}
 	rbacStorage, err := rbacregistry.NewStorage(getter, &rbacregistry.Guard{Rules: rbacRules, Authorizer: cfg.Authorization.Authorizer})
