@@ -48,10 +48,7 @@ func addParamConversions(s *runtime.Scheme) error {
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodAttachOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		q, o := *a.(*url.Values), b.(*corev1.PodAttachOptions)
 		o.Container = q.Get("container")
-		o.Stdin = boolParam(q, "stdin")
-		o.Stdout = boolParam(q, "stdout")
-		o.Stderr = boolParam(q, "stderr")
-		o.TTY = boolParam(q, "tty")
+		o.Stdin, o.Stdout, o.Stderr, o.TTY = streamParams(q)
 		return nil
 	}); err != nil {
 		return err
@@ -76,12 +73,14 @@ func addParamConversions(s *runtime.Scheme) error {
 		q, o := *a.(*url.Values), b.(*corev1.PodExecOptions)
 		o.Container = q.Get("container")
 		o.Command = q["command"]
-		o.Stdin = boolParam(q, "stdin")
-		o.Stdout = boolParam(q, "stdout")
-		o.Stderr = boolParam(q, "stderr")
-		o.TTY = boolParam(q, "tty")
+		o.Stdin, o.Stdout, o.Stderr, o.TTY = streamParams(q)
 		return nil
 	})
+}
+
+// streamParams are the stdin, stdout, stderr and tty parameters of exec and attach.
+func streamParams(q url.Values) (stdin, stdout, stderr, tty bool) {
+	return boolParam(q, "stdin"), boolParam(q, "stdout"), boolParam(q, "stderr"), boolParam(q, "tty")
 }
 
 func boolParam(q url.Values, k string) bool {

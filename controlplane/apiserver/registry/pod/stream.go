@@ -103,12 +103,31 @@ func streams(name, what string, stdin, stdout, stderr, tty bool) (url.Values, er
 	return q, nil
 }
 
-// remoteCommand is the handler of an exec or attach stream to location: WebSocket v5 requests are
-// translated to SPDY, others proxied as they come.
-func remoteCommand(location *url.URL, rt http.RoundTripper, opts translator.Options, responder rest.Responder) http.Handler {
-	upgrade := proxy.NewUpgradeAwareHandler(location, rt, false, true, proxy.NewErrorResponder(responder))
-	return translator.NewTranslatingHandler(upgrade, translator.NewStreamTranslatorHandler(location, rt, 0, opts),
-		wsstream.IsWebSocketRequestWithStreamCloseProtocol)
+// connectCommand is Connect of pods/exec (with command) and pods/attach (without): it authorizes the
+// request for "create", checks the options, and proxies to the kubelet's /<what>/<ns>/<pod>/<container>,
+// translating WebSocket v5 requests to SPDY.
+func (r *streamREST) connectCommand(ctx context.Context, name, what, container string, command []string, o translator.Options, responder rest.Responder) (http.Handler, error) {
+	if err := r.authorizeCreate(ctx); err != nil {
+		return nil, err
+	}
+	if what == "exec" && len(command) == 0 {
+		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
+	}
+	q, err := streams(name, what, o.Stdin, o.Stdout, o.Stderr, o.Tty)
+	if err != nil {
+		return nil, err
+	}
+	u, rt, err := kubeletURL(ctx, r.store, r.kubelets, name, container, what)
+	if err != nil {
+		return nil, err
+	}
+	if len(command) > 0 {
+		q[corev1.ExecCommandParam] = command
+	}
+	u.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(u, rt, false, true, proxy.NewErrorResponder(responder))
+	return translator.NewTranslatingHandler(upgrade, translator.NewStreamTranslatorHandler(u, rt, 0, o),
+		wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
 }
 
 // ExecREST is pods/exec: a command run in a container, streamed through the kubelet's /exec.
@@ -124,27 +143,11 @@ func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
 // Connect proxies the upgrade to the kubelet's /exec/<ns>/<pod>/<container>?command=...&output=1...
 // Errors (400): no command, no stream, a container the pod does not have, a pod with no node.
 func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
-	if err := r.authorizeCreate(ctx); err != nil {
-		return nil, err
-	}
 	o, ok := opts.(*corev1.PodExecOptions)
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	if len(o.Command) == 0 {
-		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
-	}
-	q, err := streams(name, "exec", o.Stdin, o.Stdout, o.Stderr, o.TTY)
-	if err != nil {
-		return nil, err
-	}
-	u, rt, err := kubeletURL(ctx, r.store, r.kubelets, name, o.Container, "exec")
-	if err != nil {
-		return nil, err
-	}
-	q[corev1.ExecCommandParam] = o.Command
-	u.RawQuery = q.Encode()
-	return remoteCommand(u, rt, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder), nil
+	return r.connectCommand(ctx, name, "exec", o.Container, o.Command, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder)
 }
 
 // AttachREST is pods/attach: the streams of a container's main process, through the kubelet's /attach.
@@ -160,23 +163,11 @@ func (r *AttachREST) NewConnectOptions() (runtime.Object, bool, string) {
 // Connect proxies the upgrade to the kubelet's /attach/<ns>/<pod>/<container>?input=1&output=1...
 // Errors (400): no stream, a container the pod does not have, a pod with no node.
 func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
-	if err := r.authorizeCreate(ctx); err != nil {
-		return nil, err
-	}
 	o, ok := opts.(*corev1.PodAttachOptions)
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
 	}
-	q, err := streams(name, "attach", o.Stdin, o.Stdout, o.Stderr, o.TTY)
-	if err != nil {
-		return nil, err
-	}
-	u, rt, err := kubeletURL(ctx, r.store, r.kubelets, name, o.Container, "attach")
-	if err != nil {
-		return nil, err
-	}
-	u.RawQuery = q.Encode()
-	return remoteCommand(u, rt, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder), nil
+	return r.connectCommand(ctx, name, "attach", o.Container, nil, translator.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY}, responder)
 }
 
 // PortForwardREST is pods/portforward: connections to the pod's ports, through the kubelet's
