@@ -82,6 +82,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	// not count them.
 	cfg.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"),
 		sets.NewString("attach", "exec", "proxy", "log", "portforward"))
+	if opts.RequestTimeout > 0 {
+		cfg.RequestTimeout = opts.RequestTimeout
+	}
 	serving := (&genericoptions.SecureServingOptions{
 		Listener: ln,
 		ServerCert: genericoptions.GeneratableKeyCert{CertKey: genericoptions.CertKey{

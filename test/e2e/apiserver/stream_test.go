@@ -1,12 +1,16 @@
 package apiserver_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,4 +161,55 @@ func TestPodStreamsBadInputAndAccess(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPodStreamsOutliveRequestTimeout follows a pod's log for three times the API server's request
+// timeout: pod streams are long-running requests, as kube-apiserver's (attach, exec, log, portforward,
+// proxy), so no timeout cuts them. A TLS server on loopback stands in for the kubelet and writes a log
+// line every 300 ms.
+func TestPodStreamsOutliveRequestTimeout(t *testing.T) {
+	s := fw.Start(t, fw.Options{RequestTimeout: time.Second})
+	ctx := ctxT(t)
+	cert, err := tls.X509KeyPair(mustPEM(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines = 10
+	kubelet := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/containerLogs/default/p/c" || r.URL.Query().Get("follow") != "true" {
+			http.Error(w, "unexpected "+r.URL.RequestURI(), http.StatusBadRequest)
+			return
+		}
+		for i := range lines {
+			fmt.Fprintf(w, "line %d\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(300 * time.Millisecond)
+		}
+	}))
+	kubelet.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	kubelet.StartTLS()
+	defer kubelet.Close()
+	port := kubelet.Listener.Addr().(*net.TCPAddr).Port
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}}}}
+	if _, err := s.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("p", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rc, err := s.Client.CoreV1().Pods("default").GetLogs("p", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if got := strings.Count(string(b), "\n"); got != lines || err != nil {
+		t.Fatalf("followed log after %v: %d of %d lines (%v):\n%s", time.Since(start).Round(time.Millisecond), got, lines, err, b)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Fatalf("the log took %v, less than twice the request timeout: the test proves nothing", d)
+	}
 }
