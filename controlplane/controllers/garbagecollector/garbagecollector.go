@@ -256,13 +256,14 @@ func (c *Controller) ownerOf(ctx context.Context, depNS string, ref metav1.Owner
 }
 
 // processDependent deletes an object whose owners are all gone (or all being deleted in foreground
-// mode), or drops the references to vanished owners when a live owner remains.
+// mode), or, when a live owner remains, drops the references to vanished owners and to owners waiting
+// in foreground deletion (which would otherwise wait for an object that stays), as upstream.
 func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Object) error {
 	refs := m.GetOwnerReferences()
 	if len(refs) == 0 || m.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	var dangling []types.UID
+	var dangling, waiting []types.UID
 	live, foreground := 0, 0
 	for _, ref := range refs {
 		st, err := c.ownerOf(ctx, m.GetNamespace(), ref)
@@ -274,6 +275,7 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 			dangling = append(dangling, ref.UID)
 		case ownerDeletingForeground:
 			foreground++
+			waiting = append(waiting, ref.UID)
 		default:
 			live++
 		}
@@ -308,8 +310,8 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 		c.Log().Info("deleted object whose owners are gone", "kind", k.GVK.Kind, "object", objKey(m), "propagation", policy)
 		return nil
 	}
-	if len(dangling) > 0 {
-		return c.removeOwnerRefs(ctx, k, m, dangling)
+	if len(dangling)+len(waiting) > 0 {
+		return c.removeOwnerRefs(ctx, k, m, append(dangling, waiting...))
 	}
 	return nil
 }

@@ -327,3 +327,36 @@ func TestGarbageCollectorBreaksDependencyCircle(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGarbageCollectorKeepsDependentWithLiveOwner: a ConfigMap owned by one live owner and, with
+// blockOwnerDeletion, by one deleted in foreground stays, loses the reference to the deleted owner,
+// and the deleted owner goes (upstream's conformance "should not delete dependents that have both
+// valid owner and owner that's waiting for dependents to be deleted").
+func TestGarbageCollectorKeepsDependentWithLiveOwner(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	cms := c.Client.CoreV1().ConfigMaps("default")
+	stay, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner-stays"}}, metav1.CreateOptions{})
+	must(t, err)
+	gone, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner-goes"}}, metav1.CreateOptions{})
+	must(t, err)
+	yes := true
+	_, err = cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "ConfigMap", Name: stay.Name, UID: stay.UID},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: gone.Name, UID: gone.UID, Controller: &yes, BlockOwnerDeletion: &yes},
+	}}}, metav1.CreateOptions{})
+	must(t, err)
+	fg := metav1.DeletePropagationForeground
+	must(t, cms.Delete(ctx, gone.Name, metav1.DeleteOptions{PropagationPolicy: &fg}))
+	eventually(t, 60*time.Second, "foreground-deleted owner gone", func() error {
+		if _, err := cms.Get(ctx, gone.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("owner-goes still there (err %v)", err)
+		}
+		return nil
+	})
+	dep, err := cms.Get(ctx, "dependent", metav1.GetOptions{})
+	must(t, err)
+	if dep.DeletionTimestamp != nil || len(dep.OwnerReferences) != 1 || dep.OwnerReferences[0].UID != stay.UID {
+		t.Fatalf("dependent deletionTimestamp %v owners %+v, want it kept with the live owner only", dep.DeletionTimestamp, dep.OwnerReferences)
+	}
+}
