@@ -23,6 +23,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -76,6 +78,14 @@ import (
 func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, serviceNet *net.IPNet, kubernetesIP net.IP, npBase, npSize, port int) (*genericapiserver.GenericAPIServer, *crd.Server, error) {
 	cfg := genericapiserver.NewConfig(scheme.Codecs)
 	cfg.EffectiveVersion = effectiveVersion()
+	// Watches, proxies and the pod streams (exec, attach, port-forward, logs) last as long as their
+	// client keeps them, as kube-apiserver's: no request timeout cancels them and the in-flight limits do
+	// not count them.
+	cfg.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"),
+		sets.NewString("attach", "exec", "proxy", "log", "portforward"))
+	if opts.RequestTimeout > 0 {
+		cfg.RequestTimeout = opts.RequestTimeout
+	}
 	serving := (&genericoptions.SecureServingOptions{
 		Listener: ln,
 		ServerCert: genericoptions.GeneratableKeyCert{CertKey: genericoptions.CertKey{
@@ -132,10 +142,6 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, nil, err
 	}
 	core["nodes/proxy"] = node.NewProxyREST(kubelets)
-	pods, podStore, err := pod.NewStorage(getter, kubelets)
-	if err != nil {
-		return nil, nil, err
-	}
 	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
@@ -147,6 +153,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		ClusterRoles: rbacInformers.Rbac().V1().ClusterRoles().Lister(), ClusterRoleBindings: rbacInformers.Rbac().V1().ClusterRoleBindings().Lister(),
 	}
 	if cfg.Authorization.Authorizer, err = authz.New(nodeauthz.Authorizer{Graph: nodeGraph}, rbacRules); err != nil {
+		return nil, nil, err
+	}
+	pods, podStore, err := pod.NewStorage(getter, kubelets, cfg.Authorization.Authorizer)
+	if err != nil {
 		return nil, nil, err
 	}
 	rbacStorage, err := rbacregistry.NewStorage(getter, &rbacregistry.Guard{Rules: rbacRules, Authorizer: cfg.Authorization.Authorizer})

@@ -60,6 +60,10 @@ type Options struct {
 	DefaultTolerationSeconds int64
 	// ShutdownTimeout bounds how long shutdown waits for open requests such as watches (default 60s).
 	ShutdownTimeout time.Duration
+	// RequestTimeout is how long a request that is not long-running (a watch, a proxy, a pod's log,
+	// exec, attach or port-forward stream) may take before it is answered 504 (kube-apiserver's
+	// --request-timeout; default 60s).
+	RequestTimeout time.Duration
 	// EtcdEndpoints and the etcd TLS files locate the store.
 	EtcdEndpoints                         []string
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string

@@ -17,11 +17,13 @@ import (
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
-// TestPodExecUpgradeProxiedToKubelet sends an upgrading pods/exec request (as kubectl exec does) and
-// checks the API server carries the upgrade to the kubelet's /exec/<ns>/<pod>/<container> with its
-// kubelet client certificate, then relays bytes both ways over the upgraded connection. A TLS listener on
-// loopback stands in for the kubelet and echoes what it reads.
-func TestPodExecUpgradeProxiedToKubelet(t *testing.T) {
+// TestPodStreamUpgradesProxiedToKubelet sends upgrading pods/exec, pods/attach and pods/portforward
+// requests (SPDY, as kubectl does) and checks the API server carries each upgrade to the kubelet's
+// /exec/<ns>/<pod>/<container>, /attach/<ns>/<pod>/<container> and /portForward/<ns>/<pod> with its
+// kubelet client certificate and upstream's kubelet query (input/output/error/tty=1, command, port),
+// then relays bytes both ways over the upgraded connection. A TLS listener on loopback stands in for the
+// kubelet and echoes what it reads, upper-cased.
+func TestPodStreamUpgradesProxiedToKubelet(t *testing.T) {
 	s := fw.Start(t, fw.Options{})
 	ctx := ctxT(t)
 	cert, err := tls.X509KeyPair(mustPEM(t, s))
@@ -35,26 +37,12 @@ func TestPodExecUpgradeProxiedToKubelet(t *testing.T) {
 	defer ln.Close()
 	seen := make(chan string, 1)
 	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		tc := conn.(*tls.Conn)
-		req, err := http.ReadRequest(bufio.NewReader(tc))
-		if err != nil {
-			seen <- "bad request: " + err.Error()
-			return
-		}
-		cn := ""
-		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
-			cn = pc[0].Subject.CommonName
-		}
-		seen <- fmt.Sprintf("%s %s upgrade=%s cn=%s", req.Method, req.URL.RequestURI(), req.Header.Get("Upgrade"), cn)
-		fmt.Fprint(tc, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
-		buf := make([]byte, 5)
-		if _, err := io.ReadFull(tc, buf); err == nil {
-			tc.Write([]byte(strings.ToUpper(string(buf))))
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go standInKubelet(conn.(*tls.Conn), seen)
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -68,38 +56,70 @@ func TestPodExecUpgradeProxiedToKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The admin's upgrading request to the API server.
-	tlsCfg := &tls.Config{RootCAs: nil, InsecureSkipVerify: true} //nolint:gosec // test client; the server's identity is not under test
-	adminCert, err := tls.X509KeyPair(s.Config.TLSClientConfig.CertData, s.Config.TLSClientConfig.KeyData)
+	for _, tc := range []struct{ request, protocol, kubeletSaw string }{
+		{"exec?command=echo&command=hi&stdout=true", "v4.channel.k8s.io", "POST /exec/default/p/c?command=echo&command=hi&output=1"},
+		{"attach?container=c&stdin=true&stdout=true&tty=true", "v4.channel.k8s.io", "POST /attach/default/p/c?input=1&output=1&tty=1"},
+		{"portforward?ports=8080&ports=9090,53", "portforward.k8s.io", "POST /portForward/default/p?port=8080%2C9090%2C53"},
+		{"portforward", "portforward.k8s.io", "POST /portForward/default/p"},
+	} {
+		t.Run(tc.request, func(t *testing.T) {
+			// The admin's upgrading request to the API server.
+			tlsCfg := &tls.Config{RootCAs: nil, InsecureSkipVerify: true} //nolint:gosec // test client; the server's identity is not under test
+			adminCert, err := tls.X509KeyPair(s.Config.TLSClientConfig.CertData, s.Config.TLSClientConfig.KeyData)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{adminCert}
+			host := strings.TrimPrefix(s.URL, "https://")
+			conn, err := tls.Dial("tcp", host, tlsCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(conn, "POST /api/v1/namespaces/default/pods/p/%s HTTP/1.1\r\nHost: %s\r\n"+
+				"Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: %s\r\nContent-Length: 0\r\n\r\n", tc.request, host, tc.protocol)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				body, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			want := tc.kubeletSaw + " upgrade=SPDY/3.1 protocol=" + tc.protocol + " cn=kube-apiserver-kubelet-client"
+			if got := <-seen; got != want {
+				t.Fatalf("kubelet saw %q, want %q", got, want)
+			}
+			conn.Write([]byte("hello"))
+			out := make([]byte, 5)
+			if _, err := io.ReadFull(br, out); err != nil || string(out) != "HELLO" {
+				t.Fatalf("relayed bytes %q %v", out, err)
+			}
+		})
+	}
+}
+
+// standInKubelet reads one request from conn, reports it on seen, answers 101 and echoes five bytes
+// upper-cased.
+func standInKubelet(tc *tls.Conn, seen chan<- string) {
+	defer tc.Close()
+	req, err := http.ReadRequest(bufio.NewReader(tc))
 	if err != nil {
-		t.Fatal(err)
+		seen <- "bad request: " + err.Error()
+		return
 	}
-	tlsCfg.Certificates = []tls.Certificate{adminCert}
-	host := strings.TrimPrefix(s.URL, "https://")
-	conn, err := tls.Dial("tcp", host, tlsCfg)
-	if err != nil {
-		t.Fatal(err)
+	cn := ""
+	if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+		cn = pc[0].Subject.CommonName
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(conn, "POST /api/v1/namespaces/default/pods/p/exec?command=echo&command=hi&stdout=true HTTP/1.1\r\nHost: %s\r\n"+
-		"Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n", host)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("exec: status %d: %s", resp.StatusCode, body)
-	}
-	if got := <-seen; got != "POST /exec/default/p/c?command=echo&command=hi&stdout=true upgrade=SPDY/3.1 cn=kube-apiserver-kubelet-client" {
-		t.Fatalf("kubelet saw %q", got)
-	}
-	conn.Write([]byte("hello"))
-	out := make([]byte, 5)
-	if _, err := io.ReadFull(br, out); err != nil || string(out) != "HELLO" {
-		t.Fatalf("relayed bytes %q %v", out, err)
+	seen <- fmt.Sprintf("%s %s upgrade=%s protocol=%s cn=%s", req.Method, req.URL.RequestURI(), req.Header.Get("Upgrade"),
+		req.Header.Get("X-Stream-Protocol-Version"), cn)
+	fmt.Fprint(tc, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(tc, buf); err == nil {
+		tc.Write([]byte(strings.ToUpper(string(buf))))
 	}
 }
 

@@ -151,7 +151,7 @@ func (a *agentProc) alive(t *testing.T) {
 // TestAgentBinary runs `nodekit agent` as a process against the bundled API server and a containerd
 // endpoint: the node registers and goes Ready, a pod bound to it runs and its logs come back through
 // the API server (pods/log → kubelet server), `kubectl exec` works (pods/exec → kubelet server → CRI
-// streaming), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
+// streaming), and so do attach and port-forward over SPDY and WebSocket (testPodStreams), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
 // containerd stopped for 20 s makes the node NotReady and Ready again with the pod untouched, and SIGTERM
 // stops the agent cleanly (exit 0) while the containers keep running.
 func TestAgentBinary(t *testing.T) {
@@ -184,7 +184,9 @@ func TestAgentBinary(t *testing.T) {
 	port := freePort(t)
 	agent := startAgent(t, "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", api.NodeKubeconfig(t, nodeName),
 		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--container-runtime-endpoint", rt.Endpoint(), "--config", cfgFile, "--cni-conf-dir", filepath.Join(dir, "net.d"))
+		"--container-runtime-endpoint", rt.Endpoint(), "--config", cfgFile, "--cni-conf-dir", filepath.Join(dir, "net.d"),
+		// the proxy's default ports (10249, 10256) belong to whatever else runs on the host
+		"--proxy-metrics-bind-address=", "--proxy-healthz-bind-address=")
 	ctx := context.Background()
 
 	waitFor(t, 60*time.Second, "node Ready", func() (bool, string) {
@@ -262,6 +264,10 @@ func TestAgentBinary(t *testing.T) {
 	if err := ex.StreamWithContext(ectx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil || stdout.String() != pod.Name+"\n" {
 		t.Errorf("exec hostname through the API server: %q (stderr %q), %v", stdout.String(), stderr.String(), err)
 	}
+	// `kubectl attach` and `kubectl port-forward`, and the WebSocket protocols kubectl 1.30+ tries first.
+	web := pod.DeepCopy()
+	web.Namespace = ns
+	t.Run("Streams", func(t *testing.T) { testPodStreams(t, api.Config, api.KubeconfigPath, nodeName, web) })
 
 	// A static pod runs and its mirror pod shows its status.
 	os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n"+

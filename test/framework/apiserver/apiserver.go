@@ -45,6 +45,8 @@ type Options struct {
 	ServiceCIDR, NodePortRange string
 	// TokenFile is an optional static token CSV for bearer-token authentication.
 	TokenFile string
+	// RequestTimeout is the API server's timeout of requests that are not long-running (0 = 60s).
+	RequestTimeout time.Duration
 }
 
 // Server is a running test control plane.
@@ -165,6 +167,7 @@ func (s *Server) start() error {
 		DefaultTolerationSeconds:    s.opts.DefaultTolerationSeconds,
 		EtcdEndpoints:               s.EtcdEndpoints,
 		ShutdownTimeout:             2 * time.Second,
+		RequestTimeout:              s.opts.RequestTimeout,
 	})
 	if err != nil {
 		return err

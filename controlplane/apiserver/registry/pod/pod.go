@@ -1,6 +1,6 @@
 // Package pod is the pods resource: its strategy (status reset on create, mostly immutable spec,
 // graceful deletion), its selectable fields (spec.nodeName, status.phase...), and the binding, status,
-// log and exec subresources.
+// log, exec, attach and portforward subresources.
 package pod
 
 import (
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
@@ -38,9 +39,11 @@ func Fields(obj runtime.Object) fields.Set {
 	}
 }
 
-// NewStorage returns the pods endpoints: "pods", "pods/status", "pods/binding", plus "pods/log" and
-// "pods/exec" proxied through kubelets (nil kubelets leaves those two out).
-func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection) (map[string]rest.Storage, *store.REST, error) {
+// NewStorage returns the pods endpoints: "pods", "pods/status", "pods/binding", plus "pods/log",
+// "pods/exec", "pods/attach" and "pods/portforward" proxied through kubelets (nil kubelets leaves those
+// out); authz is the API server's authorizer, which the streams ask whether a GET upgrade's user may
+// also "create" them.
+func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection, authz authorizer.Authorizer) (map[string]rest.Storage, *store.REST, error) {
 	s := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.Pod(o.(*corev1.Pod)) })
 	s.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
 		return validation.PodUpdate(o.(*corev1.Pod), old.(*corev1.Pod))
@@ -72,7 +75,10 @@ func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection) (m
 	}
 	if kubelets != nil {
 		m["pods/log"] = &LogREST{store: main, kubelets: kubelets}
-		m["pods/exec"] = &ExecREST{store: main, kubelets: kubelets}
+		st := streamREST{store: main, kubelets: kubelets, authz: authz}
+		m["pods/exec"] = &ExecREST{st}
+		m["pods/attach"] = &AttachREST{st}
+		m["pods/portforward"] = &PortForwardREST{st}
 	}
 	return m, main, nil
 }

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/proxy"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -24,15 +23,14 @@ type KubeletConnection interface {
 	KubeletLocation(ctx context.Context, nodeName string) (*url.URL, http.RoundTripper, error)
 }
 
-// kubeletURL resolves pod name to its node's kubelet URL with path /<what>/<namespace>/<pod>/<container>.
+// kubeletURL resolves pod name to its node's kubelet URL with path /<what>/<namespace>/<pod>/<container>;
+// an empty container is the pod's only one. Errors (400): a container the pod does not have, none named
+// in a pod of several, a pod with no node; the pod's Get error; 503 when the node's kubelet has no
+// address.
 func kubeletURL(ctx context.Context, s *store.REST, k KubeletConnection, name, container, what string) (*url.URL, http.RoundTripper, error) {
-	obj, err := s.Get(ctx, name, &metav1.GetOptions{})
+	p, err := getPod(ctx, s, name)
 	if err != nil {
 		return nil, nil, err
-	}
-	p := obj.(*corev1.Pod)
-	if p.Spec.NodeName == "" {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
 	}
 	if container == "" {
 		if len(p.Spec.Containers) != 1 {
@@ -42,12 +40,38 @@ func kubeletURL(ctx context.Context, s *store.REST, k KubeletConnection, name, c
 	} else if !hasContainer(p, container) {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, name))
 	}
+	return nodeURL(ctx, k, p, fmt.Sprintf("/%s/%s/%s/%s", what, p.Namespace, p.Name, container))
+}
+
+// kubeletPodURL resolves pod name to its node's kubelet URL with path /<what>/<namespace>/<pod>.
+func kubeletPodURL(ctx context.Context, s *store.REST, k KubeletConnection, name, what string) (*url.URL, http.RoundTripper, error) {
+	p, err := getPod(ctx, s, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nodeURL(ctx, k, p, fmt.Sprintf("/%s/%s/%s", what, p.Namespace, p.Name))
+}
+
+func getPod(ctx context.Context, s *store.REST, name string) (*corev1.Pod, error) {
+	obj, err := s.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p := obj.(*corev1.Pod)
+	if p.Spec.NodeName == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
+	}
+	return p, nil
+}
+
+// nodeURL is path on the kubelet of the pod's node.
+func nodeURL(ctx context.Context, k KubeletConnection, p *corev1.Pod, path string) (*url.URL, http.RoundTripper, error) {
 	base, rt, err := k.KubeletLocation(ctx, p.Spec.NodeName)
 	if err != nil {
 		return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("kubelet of node %s: %v", p.Spec.NodeName, err))
 	}
 	u := *base
-	u.Path = fmt.Sprintf("/%s/%s/%s/%s", what, p.Namespace, p.Name, container)
+	u.Path = path
 	return &u, rt, nil
 }
 
@@ -131,49 +155,4 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 		ResponseChecker: genericrest.NewGenericHttpResponseChecker(corev1.Resource("pods/log"), name),
 		RedirectChecker: genericrest.PreventRedirects,
 	}, nil
-}
-
-// ExecREST is pods/exec: an upgraded (SPDY or WebSocket) connection proxied to the kubelet's /exec.
-type ExecREST struct {
-	store    *store.REST
-	kubelets KubeletConnection
-}
-
-var _ rest.Connecter = &ExecREST{}
-
-// New returns an empty Pod.
-func (r *ExecREST) New() runtime.Object { return &corev1.Pod{} }
-
-// Destroy is a no-op.
-func (r *ExecREST) Destroy() {}
-
-// NewConnectOptions returns PodExecOptions.
-func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
-	return &corev1.PodExecOptions{}, false, ""
-}
-
-// ConnectMethods are GET (WebSocket) and POST (SPDY), as kube-apiserver.
-func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
-
-// Connect proxies the upgrade to the kubelet's /exec/<ns>/<pod>/<container>?command=...
-func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
-	o, ok := opts.(*corev1.PodExecOptions)
-	if !ok {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
-	}
-	if len(o.Command) == 0 {
-		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
-	}
-	u, rt, err := kubeletURL(ctx, r.store, r.kubelets, name, o.Container, "exec")
-	if err != nil {
-		return nil, err
-	}
-	q := url.Values{"command": o.Command}
-	for k, v := range map[string]bool{"stdin": o.Stdin, "stdout": o.Stdout, "stderr": o.Stderr, "tty": o.TTY} {
-		if v {
-			q.Set(k, "true")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return proxy.NewUpgradeAwareHandler(u, rt, false, true, proxy.NewErrorResponder(responder)), nil
 }
