@@ -24,6 +24,7 @@ import (
 // Register adds the defaulting functions to s.
 func Register(s *runtime.Scheme) {
 	registerAdmissionRegistration(s)
+	registerStorage(s)
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) { Subjects(o.(*rbacv1.RoleBinding).Subjects) })
 	s.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(o any) { Subjects(o.(*rbacv1.ClusterRoleBinding).Subjects) })
 	s.AddTypeDefaultingFunc(&corev1.Pod{}, func(o any) { podspec.Default(&o.(*corev1.Pod).Spec) })
