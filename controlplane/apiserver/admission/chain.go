@@ -1,6 +1,6 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
-// NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
+// NodeRestriction, DefaultStorageClass (mutating), then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
 // the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
 // body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
 // kube-apiserver.
@@ -13,6 +13,7 @@ import (
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
 // Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads
@@ -20,7 +21,7 @@ import (
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
 // webhook with reinvocationPolicy IfNeeded asks for it.
-func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, dynamic Dynamic) (admission.Interface, error) {
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
@@ -28,6 +29,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
+	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
@@ -36,7 +38,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
-		mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
+		"DefaultStorageClass", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).

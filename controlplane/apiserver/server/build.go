@@ -238,10 +238,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds, admission.Dynamic{
-		Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
-		Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
-	}); err != nil {
+	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds,
+		rbacInformers.Storage().V1().StorageClasses().Lister(), admission.Dynamic{
+			Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
+			Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
+		}); err != nil {
 		return nil, nil, err
 	}
 
