@@ -1,6 +1,6 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
-// NodeRestriction, DefaultStorageClass (mutating), then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
+// NodeRestriction, DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
 // the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
 // body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
 // kube-apiserver.
@@ -30,6 +30,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
 	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
+	static("StorageObjectInUseProtection", StorageObjectInUseProtection{})
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
@@ -38,7 +39,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
-		"DefaultStorageClass", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
+		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).

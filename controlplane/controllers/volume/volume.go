@@ -17,6 +17,9 @@
 //     created on the claim's node: a hostPath (DirectoryOrCreate) at <node's local-path dir>/<volume>,
 //     which the kubelet creates when a pod mounts it, with required node affinity to that node's
 //     kubernetes.io/hostname, the class's reclaim policy, and claimRef pre-bound to the claim.
+//   - protection (upstream's pvc-protection controller): a claim being deleted keeps its
+//     kubernetes.io/pvc-protection finalizer (added at creation by the API server) while a pod that is not
+//     finished uses it, so its volume is not reclaimed under a running pod.
 //   - reclaim: a volume whose claim is deleted becomes Released; with reclaim policy Retain it stays so;
 //     with Delete, a provisioned volume's directory is removed on its node by a helper pod (the demo
 //     image's rm) and then the volume is deleted. A volume with Delete that the provisioner did not make
@@ -32,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -110,18 +114,33 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, h
 	}); err != nil {
 		return nil, err
 	}
-	// helper pods finishing move their volume's deletion on
+	// helper pods finishing move their volume's deletion on; pods finishing or going release the
+	// protection of the claims they use
 	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*v1.Pod); ok && pod.Labels[helperLabel] != "" {
 				c.volumeQ.Add(pod.Labels[helperLabel])
 			}
+			c.enqueueClaimsOf(obj)
 		},
+		DeleteFunc: c.enqueueClaimsOf,
 	}); err != nil {
 		return nil, err
 	}
 	factory.Core().V1().Nodes().Informer()
 	return c, nil
+}
+
+func (c *Controller) enqueueClaimsOf(obj any) {
+	pod, ok := tombstone[*v1.Pod](obj)
+	if !ok {
+		return
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			c.claimQ.Add(workloop.KeyOf(pod.Namespace, v.PersistentVolumeClaim.ClaimName))
+		}
+	}
 }
 
 func tombstone[T any](obj any) (T, bool) {
@@ -160,8 +179,11 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if err != nil || claim.DeletionTimestamp != nil {
+	if err != nil {
 		return err
+	}
+	if claim.DeletionTimestamp != nil {
+		return c.releaseProtection(ctx, claim)
 	}
 	if claim.Spec.VolumeName == "" {
 		return c.syncUnboundClaim(ctx, claim)
@@ -380,3 +402,37 @@ func (c *Controller) setVolumePhase(ctx context.Context, pv *v1.PersistentVolume
 }
 
 var errNotOurs = errors.New("not provisioned by " + localpath.Provisioner)
+
+// releaseProtection removes the pvc-protection finalizer of a claim being deleted once no pod uses it:
+// no pod in its namespace that is not Succeeded or Failed names it in a volume (checked on a live list,
+// so a pod just created is never missed).
+func (c *Controller) releaseProtection(ctx context.Context, claim *v1.PersistentVolumeClaim) error {
+	i := slices.Index(claim.Finalizers, pvcProtectionFinalizer)
+	if i < 0 {
+		return nil
+	}
+	pods, err := c.client.CoreV1().Pods(claim.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, pod := range pods.Items {
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim.Name {
+				return nil // in use: the pod's end requeues the claim
+			}
+		}
+	}
+	upd := claim.DeepCopy()
+	upd.Finalizers = slices.Delete(upd.Finalizers, i, i+1)
+	if _, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("claim %s/%s: remove %s: %w", claim.Namespace, claim.Name, pvcProtectionFinalizer, err)
+	}
+	c.claimQ.Log().Info("claim no longer in use, protection removed", "claim", claim.Namespace+"/"+claim.Name)
+	return nil
+}
+
+// pvcProtectionFinalizer is the finalizer the API server's StorageObjectInUseProtection admission adds.
+const pvcProtectionFinalizer = "kubernetes.io/pvc-protection"

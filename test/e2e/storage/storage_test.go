@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -83,7 +84,8 @@ func startCluster(t *testing.T) *cluster {
 		return scheduler.Run(ctx, sched, scheduler.Options{Logger: log, RetryInterval: time.Second})
 	})
 	run("controllers", func() error {
-		return controllers.Run(ctx, cm, controllers.Options{Logger: log, Controllers: []string{controllers.PersistentVolumeBinder}})
+		return controllers.Run(ctx, cm, controllers.Options{Logger: log,
+			Controllers: []string{controllers.PersistentVolumeBinder, controllers.StatefulSet, controllers.GarbageCollector}})
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &cluster{client: api.Client, node: name, storage: agent.Config{DataDir: cfg.DataDir}.Paths().Storage}
@@ -175,14 +177,25 @@ func wantInvalid(t *testing.T, err error, field string) {
 	t.Fatalf("422 %v does not name field %s", err, field)
 }
 
-// TestLocalStorage: bad volumes and claims are refused with 422 naming the field; a claim without a
+// TestLocalStorage runs both storage tests on one cluster.
+//
+// claims: bad volumes and claims are refused with 422 naming the field; a claim without a
 // class gets the default local-path class and stays Pending until a pod uses it; then it is provisioned
 // on the pod's node and bound, the pod writes into it, and a recreated pod finds the file; a readOnly
 // claim volume cannot be written; a pod whose claim is unbound does not start and says why; deleting the
 // claim removes the volume and its directory; a static hostPath volume binds to a matching claim and is
 // Released (its directory kept) under Retain when the claim goes.
+//
+// statefulset: a set with a volumeClaimTemplate gets one claim per ordinal (data-db-<n>), each
+// provisioned and bound; with whenScaled=Delete, scaling down deletes the condemned pod's claim and
+// so its volume; with whenDeleted=Delete, deleting the set deletes the remaining claims.
 func TestLocalStorage(t *testing.T) {
 	c := startCluster(t)
+	t.Run("claims", func(t *testing.T) { testClaims(t, c) })
+	t.Run("statefulset", func(t *testing.T) { testStatefulSet(t, c) })
+}
+
+func testClaims(t *testing.T, c *cluster) {
 	ctx := context.Background()
 	pvs, pvcs := c.client.CoreV1().PersistentVolumes(), c.client.CoreV1().PersistentVolumeClaims(ns)
 	start := time.Now()
@@ -347,4 +360,81 @@ func hasEventMessage(ctx context.Context, client kubernetes.Interface, object, r
 		}
 	}
 	return fmt.Errorf("no %s event of %s with %q among %d", reason, object, message, len(evs.Items))
+}
+
+func testStatefulSet(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	pvcs := c.client.CoreV1().PersistentVolumeClaims(ns)
+	labels := map[string]string{"app": "db"}
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](2), ServiceName: "db", PodManagementPolicy: appsv1.ParallelPodManagement,
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
+		Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullIfNotPresent,
+				VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}},
+		VolumeClaimTemplates: []v1.PersistentVolumeClaim{*claim("data", nil)},
+	}}
+	start := time.Now()
+	set, err := c.client.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	volumes := map[string]string{}
+	eventually(t, 2*time.Minute, "pods db-0 and db-1 running on bound claims", func() error {
+		for _, ord := range []string{"0", "1"} {
+			p, err := c.client.CoreV1().Pods(ns).Get(ctx, "db-"+ord, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != v1.PodRunning {
+				return fmt.Errorf("pod db-%s: %v", ord, err)
+			}
+			cl, err := pvcs.Get(ctx, "data-db-"+ord, metav1.GetOptions{})
+			if err != nil || cl.Status.Phase != v1.ClaimBound {
+				return fmt.Errorf("claim data-db-%s: %v", ord, err)
+			}
+			if cl.Labels["app"] != "db" || len(cl.OwnerReferences) != 1 || cl.OwnerReferences[0].UID != set.UID {
+				return fmt.Errorf("claim data-db-%s labels %v owners %v", ord, cl.Labels, cl.OwnerReferences)
+			}
+			volumes[ord] = cl.Spec.VolumeName
+		}
+		return nil
+	})
+	t.Logf("set of 2 with claims running in %v", time.Since(start).Round(time.Millisecond))
+
+	// scale down: db-1's claim goes with the pod (whenScaled=Delete), and its volume with the claim
+	scale, err := c.client.AppsV1().StatefulSets(ns).GetScale(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 1
+	if _, err := c.client.AppsV1().StatefulSets(ns).UpdateScale(ctx, "db", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "claim data-db-1 and its volume deleted", func() error {
+		if _, err := pvcs.Get(ctx, "data-db-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim: %v", err)
+		}
+		if _, err := c.client.CoreV1().PersistentVolumes().Get(ctx, volumes["1"], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("volume: %v", err)
+		}
+		return nil
+	})
+	if _, err := pvcs.Get(ctx, "data-db-0", metav1.GetOptions{}); err != nil {
+		t.Fatalf("claim of the remaining pod: %v", err)
+	}
+
+	// delete the set: the remaining claim goes (whenDeleted=Delete)
+	bg := metav1.DeletePropagationBackground
+	if err := c.client.AppsV1().StatefulSets(ns).Delete(ctx, "db", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "claim data-db-0 and its volume deleted", func() error {
+		if _, err := pvcs.Get(ctx, "data-db-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim: %v", err)
+		}
+		if _, err := c.client.CoreV1().PersistentVolumes().Get(ctx, volumes["0"], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("volume: %v", err)
+		}
+		return nil
+	})
 }
