@@ -343,7 +343,12 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	}
 	ref := pv.Spec.ClaimRef
 	if ref == nil {
-		return c.setVolumePhase(ctx, pv, v1.VolumeAvailable, "")
+		if err := c.setVolumePhase(ctx, pv, v1.VolumeAvailable, ""); err != nil {
+			return err
+		}
+		// an Available volume may be what a Pending claim waits for
+		c.requeuePendingClaims()
+		return nil
 	}
 	claim, err := c.liveClaim(ctx, ref.Namespace, ref.Name)
 	if err != nil {

@@ -115,7 +115,8 @@ func claim(name string, class *string, mode ...v1.PersistentVolumeAccessMode) *v
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Mi")}}}}
 }
 
-// pod runs one toolbox command with claim mounted at /data and never restarts.
+// pod runs one toolbox command (the demo server when none) with claim mounted at /data and never
+// restarts.
 func pod(name, claimName string, readOnly bool, command ...string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -182,8 +183,8 @@ func wantInvalid(t *testing.T, err error, field string) {
 // claims: bad volumes and claims are refused with 422 naming the field; a claim without a
 // class gets the default local-path class and stays Pending until a pod uses it; then it is provisioned
 // on the pod's node and bound, the pod writes into it, and a recreated pod finds the file; a readOnly
-// claim volume cannot be written; a pod whose claim is unbound does not start and says why; deleting the
-// claim removes the volume and its directory; a static hostPath volume binds to a matching claim and is
+// claim volume cannot be written; a pod whose claim is unbound does not start and says why; the claim of
+// a running pod is kept (pvc-protection); deleting the claim removes the volume and its directory; a static hostPath volume binds to a matching claim and is
 // Released (its directory kept) under Retain when the claim goes.
 //
 // statefulset: a set with a volumeClaimTemplate gets one claim per ordinal (data-db-<n>), each
@@ -296,13 +297,35 @@ func testClaims(t *testing.T, c *cluster) {
 	}
 	c.deletePod(t, "waiting")
 
-	// reclaim Delete: the volume and its directory go with the claim
+	// pvc-protection: the claim of a running pod stays Terminating, its volume Bound, until the pod goes
 	c.deletePod(t, "app")
 	c.deletePod(t, "readonly")
-	deleted := time.Now()
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod("holder", "data", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "pod holder running", func() error {
+		got, err := c.client.CoreV1().Pods(ns).Get(ctx, "holder", metav1.GetOptions{})
+		if err != nil || got.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("holder: %v %v", got.Status.Phase, err)
+		}
+		return nil
+	})
 	if err := pvcs.Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		got, err := pvcs.Get(ctx, "data", metav1.GetOptions{})
+		if err != nil || got.DeletionTimestamp == nil {
+			t.Fatalf("claim of a running pod: %v (deletionTimestamp %v), want it kept Terminating", err, got.DeletionTimestamp)
+		}
+		if v, err := pvs.Get(ctx, pv.Name, metav1.GetOptions{}); err != nil || v.Status.Phase != v1.VolumeBound {
+			t.Fatalf("volume of a claim in use: %v %v, want Bound", v.Status.Phase, err)
+		}
+	}
+
+	// reclaim Delete: the volume and its directory go with the claim once its last pod is gone
+	deleted := time.Now()
+	c.deletePod(t, "holder")
 	eventually(t, 2*time.Minute, "volume "+pv.Name+" deleted", func() error {
 		if _, err := pvs.Get(ctx, pv.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
@@ -312,7 +335,7 @@ func testClaims(t *testing.T, c *cluster) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("volume directory %s after reclaim: %v", dir, err)
 	}
-	t.Logf("claim deleted → directory removed and volume deleted in %v", time.Since(deleted).Round(time.Millisecond))
+	t.Logf("last pod deleted → claim released, directory removed and volume deleted in %v", time.Since(deleted).Round(time.Millisecond))
 
 	// a static hostPath volume (Retain) binds to a matching claim of its class; Released when the claim goes
 	static := t.TempDir()
