@@ -102,6 +102,10 @@ func schedulingFix(msg string) string {
 	add("untolerated taint", "add a toleration for the taint or remove the taint from the node")
 	add("unschedulable", "uncordon the node (kubectl uncordon)")
 	add("node(s) didn't have free ports", "free the hostPort or drop it from the pod")
+	add("node(s) didn't match pod affinity rules", "start a pod that the required podAffinity selects (in the term's namespaces) or relax the pod's podAffinity")
+	add("node(s) didn't match pod anti-affinity rules", "add nodes in another topology domain or relax the pod's required podAntiAffinity (more replicas than domains)")
+	add("node(s) didn't satisfy existing pods anti-affinity rules", "a placed pod's required podAntiAffinity repels this pod: change the labels or move that pod")
+	add("node(s) didn't match pod topology spread constraints", "add capacity in the emptier topology domains, raise maxSkew or use whenUnsatisfiable: ScheduleAnyway (label every node with the topologyKey)")
 	add("no nodes available", "join a node (nodekit agent --token ...)")
 	add("were not ready", "bring the NotReady nodes back (nodekit explain node NAME)")
 	if len(fixes) == 0 {

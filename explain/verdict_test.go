@@ -78,6 +78,13 @@ func TestPodVerdict(t *testing.T) {
 			e.Source.Component = "default-scheduler"
 			return PodFacts{Pod: p, Events: []v1.Event{e}}
 		}, true, "Pending", []string{"no node fits: 0/2 nodes are available: 2 node(s) didn't match", "nodeSelector"}},
+		{"anti-affinity", func() PodFacts {
+			p := basePod(v1.ContainerState{})
+			p.Spec.NodeName, p.Status.ContainerStatuses = "", nil
+			msg := "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: msg}}
+			return PodFacts{Pod: p}
+		}, true, "Pending", []string{"no node fits: 0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.", "relax the pod's required podAntiAffinity"}},
 		{"bad image", func() PodFacts {
 			p := basePod(waiting("ImagePullBackOff", `Back-off pulling image "nodekit.local/x:v9"`))
 			return PodFacts{Pod: p, Node: readyNode("n1"), Events: []v1.Event{

@@ -5,8 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -73,13 +71,15 @@ type hostPort struct {
 }
 
 // podInfo is what the scheduler derives once from a pod: its requests, its scoring requests (with
-// defaults for containers that request nothing), its host ports and its controller owner.
+// defaults for containers that request nothing), its host ports and its parsed inter-pod affinity
+// terms (AffinityErr says why they did not parse; a pod whose terms do not parse is counted with none).
 type podInfo struct {
-	Pod       *v1.Pod
-	Requests  resources
-	NonZero   resources
-	HostPorts []hostPort
-	OwnerUID  types.UID
+	Pod         *v1.Pod
+	Requests    resources
+	NonZero     resources
+	HostPorts   []hostPort
+	Affinity    podAffinityTerms
+	AffinityErr error
 }
 
 func newPodInfo(pod *v1.Pod) *podInfo {
@@ -108,9 +108,7 @@ func newPodInfo(pod *v1.Pod) *podInfo {
 			pi.HostPorts = append(pi.HostPorts, hostPort{Protocol: proto, IP: ip, Port: p.HostPort})
 		}
 	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		pi.OwnerUID = ref.UID
-	}
+	pi.Affinity, pi.AffinityErr = parsePodAffinityTerms(pod)
 	return pi
 }
 
@@ -120,25 +118,27 @@ func (a hostPort) conflicts(b hostPort) bool {
 	return a.Port == b.Port && a.Protocol == b.Protocol && (a.IP == b.IP || a.IP == "" || b.IP == "")
 }
 
-// nodeInfo is a node with the pods bound (or assumed bound) to it and their summed requests.
+// nodeInfo is a node with the pods bound (or assumed bound) to it, their summed requests, and the
+// subset of them with inter-pod affinity or anti-affinity terms (so that the existing pods' terms are
+// evaluated without visiting every pod).
 type nodeInfo struct {
-	Node        *v1.Node
-	Pods        map[string]*podInfo // by namespace/name
-	Requested   resources
-	NonZero     resources
-	OwnerCounts map[types.UID]int
+	Node         *v1.Node
+	Pods         map[string]*podInfo // by namespace/name
+	AffinityPods map[string]*podInfo // the Pods with inter-pod (anti-)affinity terms
+	Requested    resources
+	NonZero      resources
 }
 
 func newNodeInfo() *nodeInfo {
-	return &nodeInfo{Pods: map[string]*podInfo{}, OwnerCounts: map[types.UID]int{}}
+	return &nodeInfo{Pods: map[string]*podInfo{}, AffinityPods: map[string]*podInfo{}}
 }
 
 func (n *nodeInfo) addPod(key string, pi *podInfo) {
 	n.Pods[key] = pi
 	n.Requested.add(pi.Requests, 1)
 	n.NonZero.add(pi.NonZero, 1)
-	if pi.OwnerUID != "" {
-		n.OwnerCounts[pi.OwnerUID]++
+	if pi.Affinity.hasAny() {
+		n.AffinityPods[key] = pi
 	}
 }
 
@@ -148,13 +148,9 @@ func (n *nodeInfo) removePod(key string) {
 		return
 	}
 	delete(n.Pods, key)
+	delete(n.AffinityPods, key)
 	n.Requested.add(pi.Requests, -1)
 	n.NonZero.add(pi.NonZero, -1)
-	if pi.OwnerUID != "" {
-		if n.OwnerCounts[pi.OwnerUID]--; n.OwnerCounts[pi.OwnerUID] <= 0 {
-			delete(n.OwnerCounts, pi.OwnerUID)
-		}
-	}
 }
 
 // cache keeps a nodeInfo per node, fed by the node and pod informers, plus pods the scheduler has

@@ -50,6 +50,28 @@ func filters(logger logr.Logger) []filter {
 	}
 }
 
+// cycleFilters returns fs followed by the filters whose state is computed once per cycle over the
+// whole cluster, in upstream's order (PodTopologySpread, then InterPodAffinity, after
+// NodeResourcesFit); a plugin with nothing to check for this pod is left out. The error explains a pod
+// whose affinity terms or spread constraints do not parse.
+func cycleFilters(fs []filter, cc *cycleContext) ([]filter, error) {
+	if cc.pod.AffinityErr != nil {
+		return nil, cc.pod.AffinityErr
+	}
+	out := fs[:len(fs):len(fs)]
+	spread, err := newSpreadFilter(cc)
+	if err != nil {
+		return nil, err
+	}
+	if spread != nil {
+		out = append(out, filter{"PodTopologySpread", spread.filter})
+	}
+	if aff := newAffinityFilter(cc); aff != nil {
+		out = append(out, filter{"InterPodAffinity", aff.filter})
+	}
+	return out, nil
+}
+
 // runFilters returns nil when the node fits the pod, otherwise the failing plugin's reasons.
 func runFilters(fs []filter, pi *podInfo, ni *nodeInfo) []string {
 	if ni.Node == nil {
@@ -101,13 +123,16 @@ func filterNodeName(pi *podInfo, ni *nodeInfo) []string {
 // (PreferNoSchedule only affects scoring upstream).
 func filterTaints(logger logr.Logger, pi *podInfo, ni *nodeInfo) []string {
 	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, ni.Node.Spec.Taints, pi.Pod.Spec.Tolerations,
-		func(t *v1.Taint) bool {
-			return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
-		}, false)
+		doNotScheduleTaint, false)
 	if untolerated {
 		return []string{fmt.Sprintf(reasonUntoleratedTaint, taint.Key, taint.Value)}
 	}
 	return nil
+}
+
+// doNotScheduleTaint selects the taints that keep pods off a node: NoSchedule and NoExecute.
+func doNotScheduleTaint(t *v1.Taint) bool {
+	return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
 }
 
 // filterNodeAffinity applies spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution

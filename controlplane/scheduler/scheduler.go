@@ -1,10 +1,13 @@
 // Package scheduler is nodekit's bundled pod scheduler. It watches pods that have no node and name
 // this scheduler (spec.schedulerName, "default-scheduler" by default), filters the nodes that can run
 // each one (Ready and schedulable, resources, nodeSelector and required node affinity, taints and
-// tolerations, host ports, spec.nodeName), scores the feasible ones (least allocated, spreading pods of
-// one controller) and binds the pod to the best through the pods/binding subresource. A pod no node
-// fits gets PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is
-// tried again when nodes or pods change. It talks only to the API server, through client-go informers
+// tolerations, host ports, spec.nodeName, topology spread constraints, required inter-pod affinity and
+// anti-affinity, the existing pods' anti-affinity), scores the feasible ones (least allocated,
+// topology spread with upstream's system default constraints, preferred inter-pod and node affinity,
+// PreferNoSchedule taints; upstream's default weights) and binds
+// the pod to the best through the pods/binding subresource. A pod no node fits gets
+// PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is tried
+// again when nodes or pods change. It talks only to the API server, through client-go informers
 // and a rate-limited work queue, like kube-scheduler.
 package scheduler
 
@@ -73,6 +76,8 @@ type Scheduler struct {
 	log       *slog.Logger
 	factory   informers.SharedInformerFactory
 	podLister corelisters.PodLister
+	lookups   lookups
+	logger    logr.Logger
 	cache     *cache
 	queue     workqueue.TypedRateLimitingInterface[string]
 	filters   []filter
@@ -85,10 +90,18 @@ type Scheduler struct {
 	// handlersSynced report when our event handlers have received the informers' initial lists.
 	handlersSynced []toolscache.InformerSynced
 
-	mu            sync.Mutex
-	moveCycle     int64               // bumped by every node or pod change that may make parked pods fit
-	unschedulable map[string]struct{} // pod keys parked until the next move
+	mu sync.Mutex
+	// moveCycle is bumped by every change that may make any parked pod fit; podMoveCycle by changes
+	// of assigned pods and namespaces, which only matter to pods with inter-pod affinity or topology
+	// spread constraints.
+	moveCycle, podMoveCycle int64
+	// unschedulable holds the parked pod keys until the next move; the value says whether the pod
+	// also waits on other pods (inter-pod affinity, spread constraints).
+	unschedulable map[string]bool
 }
+
+// moveCycles is the pair of move counters a scheduling cycle started at.
+type moveCycles struct{ all, pods int64 }
 
 // Run builds a scheduler for client and runs it until ctx is done (see New and Scheduler.Run).
 func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
@@ -105,16 +118,18 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 		return nil, errors.New("scheduler: client is nil")
 	}
 	opts.setDefaults()
+	logger := logr.FromSlogHandler(opts.Logger.Handler())
 	s := &Scheduler{
 		client:        client,
 		opts:          opts,
 		log:           opts.Logger.With("component", "scheduler", "scheduler", opts.SchedulerName),
 		factory:       informers.NewSharedInformerFactory(client, 0),
 		cache:         newCache(),
-		filters:       filters(logr.FromSlogHandler(opts.Logger.Handler())),
+		logger:        logger,
+		filters:       filters(logger),
 		rnd:           rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		bindSem:       make(chan struct{}, opts.BindWorkers),
-		unschedulable: map[string]struct{}{},
+		unschedulable: map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
@@ -137,7 +152,28 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: node event handler: %w", err)
 	}
-	s.handlersSynced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced}
+	core, apps := s.factory.Core().V1(), s.factory.Apps().V1()
+	nsReg, err := core.Namespaces().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.movePodWaiters("NamespaceAdd") },
+		UpdateFunc: func(oldObj, newObj any) {
+			if !equality.Semantic.DeepEqual(oldObj.(*v1.Namespace).Labels, newObj.(*v1.Namespace).Labels) {
+				s.movePodWaiters("NamespaceLabelUpdate")
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: namespace event handler: %w", err)
+	}
+	s.lookups = &listerLookups{
+		namespaces:   core.Namespaces().Lister(),
+		services:     core.Services().Lister(),
+		rcs:          core.ReplicationControllers().Lister(),
+		replicaSets:  apps.ReplicaSets().Lister(),
+		statefulSets: apps.StatefulSets().Lister(),
+	}
+	s.handlersSynced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, nsReg.HasSynced,
+		core.Services().Informer().HasSynced, core.ReplicationControllers().Informer().HasSynced,
+		apps.ReplicaSets().Informer().HasSynced, apps.StatefulSets().Informer().HasSynced}
 	vb, synced, err := newVolumeBinding(s.factory, s.moveAllToActive)
 	if err != nil {
 		return nil, err
@@ -159,8 +195,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
-	// Wait until our handlers have seen every initial Node and Pod (not only until the informers'
-	// stores are filled), so the first pods are scheduled against the whole cluster.
+	// Wait until our handlers have seen every initial Node, Pod and Namespace (not only until the
+	// informers' stores are filled), and the default spreading's Services and controllers are listed,
+	// so the first pods are scheduled against the whole cluster.
 	if !toolscache.WaitForCacheSync(ctx.Done(), s.handlersSynced...) {
 		return fmt.Errorf("scheduler: caches did not sync: %w", ctx.Err())
 	}
@@ -200,6 +237,9 @@ func (s *Scheduler) responsibleFor(pod *v1.Pod) bool {
 func (s *Scheduler) onPodAdd(pod *v1.Pod) {
 	key := podKey(pod)
 	s.cache.setPod(key, pod)
+	if occupiesNode(pod) {
+		s.movePodWaiters("AssignedPodAdd")
+	}
 	if s.responsibleFor(pod) {
 		s.queue.Add(key)
 	}
@@ -208,8 +248,13 @@ func (s *Scheduler) onPodAdd(pod *v1.Pod) {
 func (s *Scheduler) onPodUpdate(oldPod, newPod *v1.Pod) {
 	key := podKey(newPod)
 	s.cache.setPod(key, newPod)
-	if occupiesNode(oldPod) && !occupiesNode(newPod) {
+	switch was, is := occupiesNode(oldPod), occupiesNode(newPod); {
+	case was && !is:
 		s.moveAllToActive("PodFinished")
+	case !was && is:
+		s.movePodWaiters("AssignedPodAdd")
+	case was && is && !equality.Semantic.DeepEqual(oldPod.Labels, newPod.Labels):
+		s.movePodWaiters("AssignedPodLabelUpdate")
 	}
 	if !s.responsibleFor(newPod) {
 		s.dropParked(key)
@@ -282,6 +327,7 @@ func (s *Scheduler) moveAllToActive(event string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.moveCycle++
+	s.podMoveCycle++
 	if len(s.unschedulable) == 0 {
 		return
 	}
@@ -292,22 +338,62 @@ func (s *Scheduler) moveAllToActive(event string) {
 	clear(s.unschedulable)
 }
 
+// movePodWaiters puts the parked pods that wait on other pods (inter-pod affinity, topology spread)
+// back in the active queue after an assigned pod or a namespace changed; the others stay parked.
+func (s *Scheduler) movePodWaiters(event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.podMoveCycle++
+	moved := 0
+	for key, waitsOnPods := range s.unschedulable {
+		if waitsOnPods {
+			s.queue.Add(key)
+			delete(s.unschedulable, key)
+			moved++
+		}
+	}
+	if moved > 0 {
+		s.log.Debug("retrying unschedulable pods", "event", event, "pods", moved)
+	}
+}
+
+// waitsOnPods reports whether other pods' placement or labels can change where pod fits: it has
+// inter-pod affinity or topology spread constraints, or it could match an existing pod's
+// anti-affinity (every pod can, so a pod refused only by that is retried on pod events too).
+func waitsOnPods(pod *v1.Pod, fitErr *fitError) bool {
+	if len(pod.Spec.TopologySpreadConstraints) > 0 {
+		return true
+	}
+	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return true
+	}
+	for _, reasons := range fitErr.NodeReasons {
+		for _, r := range reasons {
+			if r == ReasonExistingPodsAntiAffinity {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (s *Scheduler) dropParked(key string) {
 	s.mu.Lock()
 	delete(s.unschedulable, key)
 	s.mu.Unlock()
 }
 
-// park holds an unschedulable pod until the next move event; if one already happened while the pod
-// was being scheduled (its cycle is stale), the pod is retried after a backoff instead.
-func (s *Scheduler) park(key string, cycle int64) {
+// park holds an unschedulable pod until the next move event that concerns it; if one already
+// happened while the pod was being scheduled (its cycle is stale), the pod is retried after a backoff
+// instead.
+func (s *Scheduler) park(key string, cycle moveCycles, podWaiter bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cycle < s.moveCycle {
+	if cycle.all < s.moveCycle || (podWaiter && cycle.pods < s.podMoveCycle) {
 		s.queue.AddRateLimited(key)
 		return
 	}
-	s.unschedulable[key] = struct{}{}
+	s.unschedulable[key] = podWaiter
 }
 
 func (s *Scheduler) processNext(ctx context.Context) bool {
@@ -342,12 +428,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 		return nil
 	}
 	s.mu.Lock()
-	cycle := s.moveCycle
+	cycle := moveCycles{all: s.moveCycle, pods: s.podMoveCycle}
 	s.mu.Unlock()
 
 	nodeName, fitErr := s.findNode(pod)
 	if fitErr != nil {
-		s.park(key, cycle)
+		s.park(key, cycle, waitsOnPods(pod, fitErr))
 		return s.recordUnschedulable(ctx, pod, fitErr)
 	}
 	s.cache.assume(key, pod, nodeName)
@@ -363,18 +449,24 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 
 // findNode returns the best node for pod, or a fitError saying why every node failed.
 func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
-	pi := newPodInfo(pod)
 	s.cache.mu.Lock()
 	defer s.cache.mu.Unlock()
-	fitErr := &fitError{NodeReasons: map[string][]string{}}
-	var feasible []*nodeInfo
-	for name, ni := range s.cache.nodes {
-		if ni.Node == nil {
-			continue
+	cc := &cycleContext{pod: newPodInfo(pod), lookups: s.lookups, logger: s.logger}
+	for _, ni := range s.cache.nodes {
+		if ni.Node != nil {
+			cc.nodes = append(cc.nodes, ni)
 		}
-		fitErr.NumAllNodes++
-		if reasons := runFilters(s.filters, pi, ni); reasons != nil {
-			fitErr.NodeReasons[name] = reasons
+	}
+	fitErr := &fitError{NumAllNodes: len(cc.nodes), NodeReasons: map[string][]string{}}
+	fs, err := cycleFilters(s.filters, cc)
+	if err != nil {
+		fitErr.PreFilterMsg = err.Error()
+		return "", fitErr
+	}
+	var feasible []*nodeInfo
+	for _, ni := range cc.nodes {
+		if reasons := runFilters(fs, cc.pod, ni); reasons != nil {
+			fitErr.NodeReasons[ni.Node.Name] = reasons
 			continue
 		}
 		feasible = append(feasible, ni)
@@ -382,7 +474,12 @@ func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
 	if len(feasible) == 0 {
 		return "", fitErr
 	}
-	return feasible[selectHost(pi, feasible, s.rnd)].Node.Name, nil
+	best, err := selectHost(cc, feasible, s.rnd)
+	if err != nil {
+		fitErr.PreFilterMsg = err.Error()
+		return "", fitErr
+	}
+	return feasible[best].Node.Name, nil
 }
 
 // bind posts the pods/binding subresource; on failure the assumption is dropped and the pod retried.

@@ -127,3 +127,22 @@ func TestCustomSchedulerPodStaysPending(t *testing.T) {
 		}
 	}
 }
+
+// TestPodAffinityWaiterRetriedWhenMatchingPodBinds: a pod whose required affinity no pod satisfies is
+// parked with upstream's reason and retried (without the periodic retry, an hour here) when a pod it
+// needs is bound.
+func TestPodAffinityWaiterRetriedWhenMatchingPodBinds(t *testing.T) {
+	web := pod("web", "", "", requiredAffinity(term(v1.LabelHostname, "app", "db")))
+	client := fakeCluster(t, node("n1", "1", "4Gi"), node("n2", "1", "4Gi"), web)
+	p := waitPod(t, client, "web", "PodScheduled=False", func(p *v1.Pod) bool { return scheduledCondition(p) != nil })
+	if c, want := scheduledCondition(p), "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."; c.Message != want {
+		t.Fatalf("message = %q, want %q", c.Message, want)
+	}
+	db := pod("db", "100m", "", withLabels("app", "db"), boundTo("n2"))
+	if _, err := client.CoreV1().Pods("default").Create(context.Background(), db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := waitPod(t, client, "web", "binding", func(p *v1.Pod) bool { return p.Spec.NodeName != "" }); p.Spec.NodeName != "n2" {
+		t.Fatalf("web bound to %q, want n2 (the db's node)", p.Spec.NodeName)
+	}
+}

@@ -2,9 +2,12 @@ package scheduler
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestScoreLeastAllocated(t *testing.T) {
@@ -34,39 +37,108 @@ func TestScoreLeastAllocated(t *testing.T) {
 	}
 }
 
-func TestScoreSpread(t *testing.T) {
-	p := newPodInfo(pod("p", "", "", ownedBy("rs1")))
-	a := infoFor(node("a", "4", "4Gi"), pod("x", "", "", ownedBy("rs1"), boundTo("a")), pod("y", "", "", ownedBy("rs1"), boundTo("a")))
-	b := infoFor(node("b", "4", "4Gi"), pod("z", "", "", ownedBy("rs1"), boundTo("b")))
-	c := infoFor(node("c", "4", "4Gi"), pod("w", "", "", ownedBy("other"), boundTo("c")))
-	got := scoreSpread(p, []*nodeInfo{a, b, c})
-	want := []int64{0, 50, 100}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("spread scores = %v, want %v", got, want)
-		}
+func TestScoreTopologySpread(t *testing.T) {
+	zoneA1 := infoFor(node("a1", "4", "4Gi", zone("a")), pod("x1", "", "", withLabels("app", "x"), boundTo("a1")), pod("x2", "", "", withLabels("app", "x"), boundTo("a1")))
+	zoneA2 := infoFor(node("a2", "4", "4Gi", zone("a")))
+	zoneB := infoFor(node("b", "4", "4Gi", zone("b")))
+	noZone := infoFor(node("nz", "4", "4Gi"))
+	cluster := []*nodeInfo{zoneA1, zoneA2, zoneB, noZone}
+	selX := labels.SelectorFromSet(labels.Set{"app": "x"})
+	r1 := infoFor(node("r1", "4", "4Gi"), pod("p1", "", "", withLabels("app", "x"), boundTo("r1")), pod("p2", "", "", withLabels("app", "x"), boundTo("r1")))
+	r2 := infoFor(node("r2", "4", "4Gi"), pod("p3", "", "", withLabels("app", "x"), boundTo("r2")))
+	r3 := infoFor(node("r3", "4", "4Gi"), pod("p4", "", "", withLabels("app", "x"), inNamespace("other"), boundTo("r3")))
+	cases := []struct {
+		name     string
+		pod      *v1.Pod
+		lk       *fakeLookups
+		nodes    []*nodeInfo
+		feasible []*nodeInfo
+		want     []int64
+	}{
+		// zone a holds 2 matching pods, zone b none: raw 2×ln(4)+0 → 3 and 0; 100×(3+0−raw)/3. The
+		// node without a zone label is ignored by explicit constraints (0).
+		{"ScheduleAnyway by zone", pod("p", "", "", withLabels("app", "x"), spread(1, v1.LabelTopologyZone, v1.ScheduleAnyway, nil, "app", "x")),
+			nil, cluster, cluster, []int64{0, 0, 100, 0}},
+		// DoNotSchedule constraints do not score: every node scores 100.
+		{"DoNotSchedule only", pod("p", "", "", withLabels("app", "x"), spread(1, v1.LabelTopologyZone, v1.DoNotSchedule, nil, "app", "x")),
+			nil, cluster, cluster, []int64{100, 100, 100, 100}},
+		// System defaults (hostname maxSkew 3, zone maxSkew 5) with the selector of the pod's
+		// ReplicaSet: 2, 1 and 0 matching pods (the other namespace's pod does not count) give raw
+		// 2×ln(5)+2 → 5, 1×ln(5)+2 → 4 and 2; the zone constraint is skipped on nodes without zones.
+		{"system defaults by hostname", pod("p", "", "", withLabels("app", "x"), ownedBy("rs")),
+			&fakeLookups{spreadSelector: selX}, []*nodeInfo{r1, r2, r3}, []*nodeInfo{r1, r2, r3}, []int64{40, 60, 100}},
+		{"no default selector", pod("p", "", "", withLabels("app", "x")),
+			&fakeLookups{}, []*nodeInfo{r1, r2, r3}, []*nodeInfo{r1, r2, r3}, []int64{100, 100, 100}},
+		// Pods on nodes that are not feasible still count in their zone: only a2 and b are feasible.
+		{"infeasible nodes count in their domain", pod("p", "", "", withLabels("app", "x"), spread(1, v1.LabelTopologyZone, v1.ScheduleAnyway, nil, "app", "x")),
+			nil, cluster, []*nodeInfo{zoneA2, zoneB}, []int64{0, 100}},
 	}
-	// A pod without a controller gets the same spread score everywhere.
-	for _, s := range scoreSpread(newPodInfo(pod("solo", "", "")), []*nodeInfo{a, b}) {
-		if s != maxNodeScore {
-			t.Fatalf("ownerless spread score %d, want %d", s, maxNodeScore)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := scoreTopologySpread(cycleFor(tc.pod, tc.lk, tc.nodes...), tc.feasible)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("scores = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestScoreInterPodAffinity(t *testing.T) {
+	db := pod("db", "", "", withLabels("app", "db"), boundTo("b"))
+	a1 := infoFor(node("a1", "4", "4Gi", zone("a")))
+	a2 := infoFor(node("a2", "4", "4Gi", zone("a")))
+	b := infoFor(node("b", "4", "4Gi", zone("b")), db)
+	cluster := []*nodeInfo{a1, a2, b}
+	picky := pod("picky", "", "", withLabels("app", "picky"), boundTo("a1"),
+		preferredAnti(10, term(v1.LabelHostname, "app", "web")), requiredAffinity(term(v1.LabelTopologyZone, "app", "web")))
+	withPicky := []*nodeInfo{infoFor(a1.Node, picky), a2, b}
+	cases := []struct {
+		name  string
+		pod   *v1.Pod
+		nodes []*nodeInfo
+		want  []int64
+	}{
+		{"no terms anywhere", pod("p", "", "", withLabels("app", "web")), cluster, []int64{0, 0, 0}},
+		{"preferred affinity to the db's zone", pod("p", "", "", preferredAffinity(50, term(v1.LabelTopologyZone, "app", "db"))), cluster, []int64{0, 0, 100}},
+		{"preferred anti-affinity to the db's zone", pod("p", "", "", preferredAnti(50, term(v1.LabelTopologyZone, "app", "db"))), cluster, []int64{100, 100, 0}},
+		// Affinity 80 to the db's zone and anti-affinity 20 to hostname b: b = 80−20 = 60 > 0.
+		{"weights add up", pod("p", "", "", preferredAffinity(80, term(v1.LabelTopologyZone, "app", "db")),
+			preferredAnti(20, term(v1.LabelHostname, "app", "db"))), cluster, []int64{0, 0, 100}},
+		{"other namespace does not match", pod("p", "", "", inNamespace("other"), preferredAffinity(50, term(v1.LabelTopologyZone, "app", "db"))), cluster, []int64{0, 0, 0}},
+		// The existing pod on a1 prefers no web pod on its host (−10 on a1) and requires web pods in
+		// its zone (+1 hard weight on zone a): a1 = −9, a2 = 1, b = 0.
+		{"existing pods' terms", pod("p", "", "", withLabels("app", "web")), withPicky, []int64{0, 100, 90}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := scoreInterPodAffinity(cycleFor(tc.pod, nil, tc.nodes...), tc.nodes); !slices.Equal(got, tc.want) {
+				t.Fatalf("scores = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
 func TestSelectHostSpreadsAndBreaksTiesRandomly(t *testing.T) {
-	// Equal nodes: replicas of one ReplicaSet land one per node before doubling up.
+	// Equal nodes: replicas of one ReplicaSet land one per node before doubling up (system default
+	// spreading by hostname with the ReplicaSet's selector).
 	c := newCache()
 	for _, n := range []string{"a", "b", "c"} {
 		c.setNode(node(n, "4", "4Gi"))
 	}
+	lk := &fakeLookups{spreadSelector: labels.SelectorFromSet(labels.Set{"app": "r"})}
 	counts := map[string]int{}
 	for i := range 3 {
-		p := pod("r"+string(rune('0'+i)), "100m", "100Mi", ownedBy("rs1"))
+		p := pod("r"+string(rune('0'+i)), "100m", "100Mi", withLabels("app", "r"), ownedBy("rs1"))
 		nodes := []*nodeInfo{c.nodes["a"], c.nodes["b"], c.nodes["c"]}
-		chosen := nodes[selectHost(newPodInfo(p), nodes, rand.New(rand.NewPCG(uint64(i), 7)))].Node.Name
-		c.assume(podKey(p), p, chosen)
-		counts[chosen]++
+		best, err := selectHost(cycleFor(p, lk, nodes...), nodes, rand.New(rand.NewPCG(uint64(i), 7)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.assume(podKey(p), p, nodes[best].Node.Name)
+		counts[nodes[best].Node.Name]++
 	}
 	if len(counts) != 3 {
 		t.Fatalf("3 replicas on 3 equal nodes landed %v, want one per node", counts)
@@ -75,10 +147,30 @@ func TestSelectHostSpreadsAndBreaksTiesRandomly(t *testing.T) {
 	seen := map[int]bool{}
 	nodes := []*nodeInfo{infoFor(node("x", "4", "4Gi")), infoFor(node("y", "4", "4Gi"))}
 	for seed := range uint64(64) {
-		seen[selectHost(newPodInfo(pod("t", "", "")), nodes, rand.New(rand.NewPCG(seed, 1)))] = true
+		best, err := selectHost(cycleFor(pod("t", "", ""), nil, nodes...), nodes, rand.New(rand.NewPCG(seed, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[best] = true
 	}
 	if !seen[0] || !seen[1] {
 		t.Fatalf("tie-break never chose one of two identical nodes: %v", seen)
+	}
+}
+
+// TestSelectHostWeighsAffinityOverRoom: a preferred affinity (weight 2 × 100) outweighs a node with
+// much more room (least allocated, weight 1).
+func TestSelectHostWeighsAffinityOverRoom(t *testing.T) {
+	busy := infoFor(node("busy", "4", "4Gi"), pod("db", "3", "3Gi", withLabels("app", "db"), boundTo("busy")))
+	idle := infoFor(node("idle", "64", "64Gi"))
+	nodes := []*nodeInfo{busy, idle}
+	p := pod("p", "100m", "100Mi", preferredAffinity(1, term(v1.LabelHostname, "app", "db")))
+	best, err := selectHost(cycleFor(p, nil, nodes...), nodes, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes[best].Node.Name != "busy" {
+		t.Fatalf("chose %s, want busy (preferred affinity)", nodes[best].Node.Name)
 	}
 }
 
@@ -94,6 +186,10 @@ func TestFitErrorMessage(t *testing.T) {
 	}
 	if got := (&fitError{NodeReasons: map[string][]string{}}).Error(); got != "0/0 nodes are available." {
 		t.Fatalf("empty cluster message = %q", got)
+	}
+	pre := &fitError{NumAllNodes: 2, PreFilterMsg: "spec.topologySpreadConstraints[0].labelSelector: bad"}
+	if got, want := pre.Error(), "0/2 nodes are available: spec.topologySpreadConstraints[0].labelSelector: bad."; got != want {
+		t.Fatalf("prefilter message = %q, want %q", got, want)
 	}
 }
 
@@ -129,5 +225,49 @@ func TestCacheAssumeAndConfirm(t *testing.T) {
 	c.forget("default/q")
 	if c.nodes["n"].Requested.MilliCPU != 0 {
 		t.Fatal("forgotten assumption still counted")
+	}
+}
+
+func TestScoreNodeAffinityAndTaints(t *testing.T) {
+	ssd := infoFor(node("ssd", "4", "4Gi", func(n *v1.Node) { n.Labels["disk"] = "ssd"; n.Labels["net"] = "fast" }))
+	hdd := infoFor(node("hdd", "4", "4Gi", func(n *v1.Node) { n.Labels["disk"] = "hdd"; n.Labels["net"] = "fast" }))
+	bare := infoFor(node("bare", "4", "4Gi"))
+	nodes := []*nodeInfo{ssd, hdd, bare}
+	pref := func(weight int32, key, value string) v1.PreferredSchedulingTerm {
+		return v1.PreferredSchedulingTerm{Weight: weight, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{
+			{Key: key, Operator: v1.NodeSelectorOpIn, Values: []string{value}}}}}
+	}
+	p := pod("p", "", "", func(p *v1.Pod) {
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{
+			pref(60, "disk", "ssd"), pref(20, "net", "fast")}}}
+	})
+	// ssd matches both (80), hdd one (20), bare none: 100, 25, 0.
+	got, err := scoreNodeAffinity(newPodInfo(p), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{100, 25, 0}; !slices.Equal(got, want) {
+		t.Fatalf("node affinity scores = %v, want %v", got, want)
+	}
+	if got, _ := scoreNodeAffinity(newPodInfo(pod("q", "", "")), nodes); !slices.Equal(got, []int64{0, 0, 0}) {
+		t.Fatalf("no preferences: %v", got)
+	}
+
+	soft := func(keys ...string) func(*v1.Node) {
+		return func(n *v1.Node) {
+			for _, k := range keys {
+				n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: k, Effect: v1.TaintEffectPreferNoSchedule})
+			}
+		}
+	}
+	tainted := []*nodeInfo{infoFor(node("two", "4", "4Gi", soft("a", "b"))), infoFor(node("one", "4", "4Gi", soft("a"))), infoFor(node("none", "4", "4Gi"))}
+	// 2, 1 and 0 untolerated PreferNoSchedule taints: 0, 50, 100.
+	if got, want := scoreTaintToleration(logr.Discard(), newPodInfo(pod("p", "", "")), tainted), []int64{0, 50, 100}; !slices.Equal(got, want) {
+		t.Fatalf("taint scores = %v, want %v", got, want)
+	}
+	// Tolerating "b" (no effect: every effect) leaves one taint on each tainted node.
+	tol := pod("p", "", "", func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "b", Operator: v1.TolerationOpExists}} })
+	if got, want := scoreTaintToleration(logr.Discard(), newPodInfo(tol), tainted), []int64{0, 0, 100}; !slices.Equal(got, want) {
+		t.Fatalf("taint scores with toleration = %v, want %v", got, want)
 	}
 }

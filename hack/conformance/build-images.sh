@@ -6,12 +6,20 @@
 # needed (see docs/conformance.md for why `nodekit registry` is not used here).
 #
 #   agnhost  k8s.io/kubernetes/test/images/agnhost (CGO_ENABLED=0, from build-tools.sh), plus
-#            Debian's busybox-static applets for the shell and tools tests exec in it
+#            Debian's busybox-static applets and, where upstream's image has Alpine's tools, this
+#            host's Debian bash, curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
+#            and the same build under 2.55 (the previous tag, which image-update specs switch from)
 #   busybox  Debian's busybox-static with its applet links
 #   pause    nodekit's images/pause, built as 3.10.2
 #   nginx    Debian's nginx with the shared libraries it links, copied from the Debian packages
 #            installed on this host (dynamically linked, unlike upstream's image)
-# A rerun rebuilds only missing archives.
+#   glibc-dns-testing  busybox plus this host's Debian dig/nslookup/host and glibc's getent (upstream:
+#            debian:bookworm-slim plus dnsutils)
+#   nonroot  busybox run as user 1234 (upstream: alpine, USER 1234)
+#   nonewprivs  k8s.io/kubernetes/test/images/nonewprivs's nnp (static Go), setuid root, on busybox
+#   kitten, nautilus  agnhost serving its test-webserver with the image's page (the upstream html files)
+# Host tools the images copy and that the host lacks (dig, nc, socat) are installed with apt-get.
+# A rerun rebuilds only missing archives, and everything when this script changed (a stamp of it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +32,13 @@ out=$base/images
 work=$base/image-work
 mkdir -p "$out" "$work"
 log() { printf '%s conformance: %s\n' "$(date +%T)" "$*" >&2; }
+
+# Archives built by another version of this script are rebuilt.
+stamp=$(sha256sum "$0" | cut -c1-16)
+if [[ $(cat "$out/.stamp" 2>/dev/null) != "$stamp" ]]; then
+	rm -f "$out"/*.tar
+	echo "$stamp" >"$out/.stamp"
+fi
 
 e2e=registry.k8s.io/e2e-test-images
 mkimage=$work/mkimage
@@ -58,6 +73,39 @@ base_rootfs() {
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$d/etc/group"
 }
 
+# host_bins ROOT SPEC...: copies this host's program for each SPEC (a command name or path, with
+# =DEST for another path in ROOT) into ROOT, replacing a busybox link there, and every shared library
+# ldd lists for it (the host's copy from its Debian package, at its real path, with the linked name
+# as a symlink), so the dynamically linked program runs in the image.
+host_bins() {
+	local d=$1 spec src dest lib real
+	shift
+	for spec in "$@"; do
+		src=${spec%%=*} dest=${spec#*=}
+		src=$(command -v "$src") || { log "this host has no ${spec%%=*}"; return 1; }
+		[[ $spec == *=* ]] || dest=$src
+		mkdir -p "$d$(dirname "$dest")"
+		rm -f "$d$dest"
+		cp "$(readlink -f "$src")" "$d$dest"
+		for lib in $(ldd "$src" | awk '/=> \//{print $3} /^\t\/lib/{print $1}'); do
+			real=$(readlink -f "$lib")
+			mkdir -p "$d$(dirname "$lib")" "$d$(dirname "$real")"
+			[[ -e $d$real ]] || cp "$real" "$d$real"
+			[[ $lib == "$real" ]] || ln -sf "$real" "$d$lib"
+		done
+	done
+}
+
+# The Debian tools the images copy from this host, installed when missing.
+need=()
+command -v dig >/dev/null || need+=(bind9-dnsutils)
+command -v nc.openbsd >/dev/null || need+=(netcat-openbsd)
+command -v socat >/dev/null || need+=(socat)
+if ((${#need[@]})); then
+	log "installing ${need[*]} (their programs go into the test images)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
+fi
+
 ref=$e2e/busybox:1.37.0-2
 if ! have "$ref"; then
 	busybox_deb
@@ -84,7 +132,6 @@ if ! have "$e2e/nginx:1.27.0-2" || ! have "$e2e/nginx:1.28.0-2"; then
 	dpkg-deb -x "$work"/debs/nginx-common_*.deb "$work/nginx-deb"
 	busybox_deb
 	base_rootfs "$d"
-	cp -a "$work/nginx-deb/usr/sbin/nginx" "$d/usr/sbin/nginx"
 	cp -a "$work/nginx-deb/etc/nginx" "$d/etc/nginx"
 	ln -s ../sites-available/default "$d/etc/nginx/sites-enabled/default" # what the package's postinst links
 	mkdir -p "$d/usr/share/nginx" "$d/var/www/html" "$d/var/log/nginx" "$d/var/lib/nginx" "$d/run"
@@ -94,25 +141,77 @@ if ! have "$e2e/nginx:1.27.0-2" || ! have "$e2e/nginx:1.28.0-2"; then
 	ln -sf /dev/stderr "$d/var/log/nginx/error.log"
 	echo 'www-data:x:33:33:www-data:/var/www:/bin/false' >>"$d/etc/passwd"
 	echo 'www-data:x:33:' >>"$d/etc/group"
-	for lib in $(ldd "$d/usr/sbin/nginx" | awk '/=> \//{print $3} /^\t\/lib/{print $1}'); do
-		real=$(readlink -f "$lib")
-		mkdir -p "$d$(dirname "$lib")" "$d$(dirname "$real")"
-		cp "$real" "$d$real"
-		[[ $lib == "$real" ]] || ln -sf "$real" "$d$lib"
-	done
+	host_bins "$d" "$work/nginx-deb/usr/sbin/nginx=/usr/sbin/nginx"
 	"$mkimage" --rootfs "$d" --out "$out" --ref "$e2e/nginx:1.27.0-2" --ref "$e2e/nginx:1.28.0-2" \
 		--entrypoint nginx --cmd -g --cmd "daemon off;" --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		--source "debian:nginx $(dpkg-deb -f "$work"/debs/nginx_*.deb Version) (dynamic; libraries from the host's Debian packages)"
 fi
 ref=$e2e/agnhost:2.66.1
+src=$(go env GOMODCACHE)/k8s.io/kubernetes@v$KUBE_VERSION/test/images
+if ! have "$ref" || ! have "$e2e/agnhost:2.55"; then
+	busybox_deb
+	d=$work/agnhost
+	base_rootfs "$d"
+	[[ -x $base/bin/agnhost ]] || { log "agnhost is not built: run build-tools.sh first"; exit 1; }
+	cp "$base/bin/agnhost" "$d/agnhost"
+	ln -s agnhost "$d/agnhost-2"
+	ln -s agnhost "$d/agn"
+	mkdir -p "$d/uploads"
+	cp "$src/agnhost/porter/localhost.crt" "$src/agnhost/porter/localhost.key" "$d/"
+	host_bins "$d" bash=/bin/bash curl dig nslookup host nc.openbsd=/usr/bin/nc ip=/sbin/ip socat
+	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$d/etc/passwd"
+	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$d/etc/group"
+	printf 'hosts: files dns\n' >"$d/etc/nsswitch.conf"
+	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --ref "$e2e/agnhost:2.55" --entrypoint /agnhost --cmd pause \
+		--env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		--source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/agnhost + debian:busybox-static + host debian bash curl bind9-dnsutils netcat-openbsd iproute2 socat (2.55 is the same build)"
+fi
+
+ref=$e2e/glibc-dns-testing:2.1.1
 if ! have "$ref"; then
 	busybox_deb
-	base_rootfs "$work/agnhost"
-	[[ -x $base/bin/agnhost ]] || { log "agnhost is not built: run build-tools.sh first"; exit 1; }
-	cp "$base/bin/agnhost" "$work/agnhost/agnhost"
-	ln -s agnhost "$work/agnhost/agn"
-	"$mkimage" --rootfs "$work/agnhost" --out "$out" --ref "$ref" --entrypoint /agnhost \
-		--env PATH=/usr/sbin:/usr/bin:/sbin:/bin --source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/agnhost + debian:busybox-static"
+	d=$work/glibc-dns-testing
+	base_rootfs "$d"
+	host_bins "$d" dig nslookup host getent
+	printf 'hosts: files dns\n' >"$d/etc/nsswitch.conf"
+	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --cmd sh --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		--source "debian:busybox-static + host debian bind9-dnsutils, libc-bin getent"
 fi
+
+ref=$e2e/nonroot:1.5
+if ! have "$ref"; then
+	busybox_deb
+	base_rootfs "$work/nonroot"
+	"$mkimage" --rootfs "$work/nonroot" --out "$out" --ref "$ref" --user 1234 --cmd sh --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		--source "debian:busybox-static, USER 1234"
+fi
+
+ref=$e2e/nonewprivs:1.4
+if ! have "$ref"; then
+	busybox_deb
+	d=$work/nonewprivs
+	base_rootfs "$d"
+	mkdir -p "$d/usr/local/bin"
+	rm -rf "$work/nnp-src" && mkdir -p "$work/nnp-src"
+	cp "$src/nonewprivs/nnp.go" "$work/nnp-src/"
+	printf 'module nnp\n\ngo 1.26\n' >"$work/nnp-src/go.mod"
+	(cd "$work/nnp-src" && CGO_ENABLED=0 "$GO" build -trimpath -o "$d/usr/local/bin/nnp" .)
+	chmod 4755 "$d/usr/local/bin/nnp"
+	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --cmd nnp --env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		--source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/nonewprivs (setuid root) + debian:busybox-static"
+fi
+
+# kitten and nautilus: upstream's are agnhost's test-webserver image with the html files added.
+for img in kitten nautilus; do
+	ref=$e2e/$img:1.8
+	have "$ref" && continue
+	d=$work/$img
+	[[ -x $work/agnhost/agnhost ]] || { log "$img needs the agnhost tree of this script's run: remove $out/.stamp and rerun"; exit 1; }
+	rm -rf "$d" && cp -a "$work/agnhost" "$d"
+	cp "$src/$img/html/"* "$d/"
+	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --entrypoint /agnhost --cmd test-webserver \
+		--env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		--source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/$img (html) on this script's agnhost image"
+done
 
 log "images in $out: $(cd "$out" && ls *.tar | tr '\n' ' ')"

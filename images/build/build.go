@@ -288,6 +288,9 @@ type ImageConfig struct {
 	// Entrypoint, Cmd, Env and Labels go into the image config as given.
 	Entrypoint, Cmd, Env []string
 	Labels               map[string]string
+	// User is the config's user ("1234", "uid:gid", a name; empty: root) and WorkingDir its working
+	// directory (empty: the runtime's default, /).
+	User, WorkingDir string
 	// CreatedBy is the layer's history entry.
 	CreatedBy string
 }
@@ -320,6 +323,7 @@ func FromLayer(layerTar []byte, c ImageConfig) (v1.Image, error) {
 	cfg.OS, cfg.Architecture = "linux", c.Arch
 	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.Env = c.Entrypoint, c.Cmd, c.Env
 	cfg.Config.Labels = c.Labels
+	cfg.Config.User, cfg.Config.WorkingDir = c.User, c.WorkingDir
 	return mutate.ConfigFile(img, cfg)
 }
 

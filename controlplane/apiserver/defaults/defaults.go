@@ -25,8 +25,14 @@ import (
 func Register(s *runtime.Scheme) {
 	registerAdmissionRegistration(s)
 	registerStorage(s)
-	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) { Subjects(o.(*rbacv1.RoleBinding).Subjects) })
-	s.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(o any) { Subjects(o.(*rbacv1.ClusterRoleBinding).Subjects) })
+	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
+		b := o.(*rbacv1.RoleBinding)
+		Binding(&b.RoleRef, b.Subjects)
+	})
+	s.AddTypeDefaultingFunc(&rbacv1.ClusterRoleBinding{}, func(o any) {
+		b := o.(*rbacv1.ClusterRoleBinding)
+		Binding(&b.RoleRef, b.Subjects)
+	})
 	s.AddTypeDefaultingFunc(&corev1.Pod{}, func(o any) { podspec.Default(&o.(*corev1.Pod).Spec) })
 	s.AddTypeDefaultingFunc(&corev1.Service{}, func(o any) { Service(o.(*corev1.Service)) })
 	s.AddTypeDefaultingFunc(&corev1.Secret{}, func(o any) {
@@ -209,6 +215,17 @@ func DaemonSet(ds *appsv1.DaemonSet) {
 		s.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	podspec.Default(&s.Template.Spec)
+}
+
+// Binding defaults an RBAC binding (RoleBinding or ClusterRoleBinding) as kube-apiserver's
+// SetDefaults_RoleBinding, SetDefaults_ClusterRoleBinding and SetDefaults_Subject do: an empty
+// roleRef.apiGroup becomes rbac.authorization.k8s.io, and so does the apiGroup of User and Group
+// subjects (ServiceAccount subjects keep the core group "").
+func Binding(roleRef *rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	if roleRef.APIGroup == "" {
+		roleRef.APIGroup = rbacv1.GroupName
+	}
+	Subjects(subjects)
 }
 
 // Subjects defaults an RBAC binding's User and Group subjects' apiGroup to rbac.authorization.k8s.io

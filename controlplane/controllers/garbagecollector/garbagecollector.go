@@ -256,13 +256,14 @@ func (c *Controller) ownerOf(ctx context.Context, depNS string, ref metav1.Owner
 }
 
 // processDependent deletes an object whose owners are all gone (or all being deleted in foreground
-// mode), or drops the references to vanished owners when a live owner remains.
+// mode), or, when a live owner remains, drops the references to vanished owners and to owners waiting
+// in foreground deletion (which would otherwise wait for an object that stays), as upstream.
 func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Object) error {
 	refs := m.GetOwnerReferences()
 	if len(refs) == 0 || m.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	var dangling []types.UID
+	var dangling, waiting []types.UID
 	live, foreground := 0, 0
 	for _, ref := range refs {
 		st, err := c.ownerOf(ctx, m.GetNamespace(), ref)
@@ -274,6 +275,7 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 			dangling = append(dangling, ref.UID)
 		case ownerDeletingForeground:
 			foreground++
+			waiting = append(waiting, ref.UID)
 		default:
 			live++
 		}
@@ -286,6 +288,18 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 		policy := metav1.DeletePropagationBackground
 		if foreground > 0 {
 			policy = metav1.DeletePropagationForeground
+			// A dependent of m already waiting for its own dependents in foreground deletion may be
+			// an owner of m's owners: a circle of blocking references no finalizer would ever leave.
+			// As upstream, m's references stop blocking before m is deleted in foreground.
+			deps, _ := c.dependents(m.GetUID())
+			for _, d := range deps {
+				if d.GetDeletionTimestamp() != nil && slices.Contains(d.GetFinalizers(), finalizerForeground) {
+					if err := c.unblockOwnerRefs(ctx, k, m); err != nil {
+						return err
+					}
+					break
+				}
+			}
 		}
 		uid := m.GetUID()
 		err := k.Delete(ctx, c.client, m.GetNamespace(), m.GetName(), metav1.DeleteOptions{
@@ -296,8 +310,8 @@ func (c *Controller) processDependent(ctx context.Context, kind int, m metav1.Ob
 		c.Log().Info("deleted object whose owners are gone", "kind", k.GVK.Kind, "object", objKey(m), "propagation", policy)
 		return nil
 	}
-	if len(dangling) > 0 {
-		return c.removeOwnerRefs(ctx, k, m, dangling)
+	if len(dangling)+len(waiting) > 0 {
+		return c.removeOwnerRefs(ctx, k, m, append(dangling, waiting...))
 	}
 	return nil
 }
@@ -327,19 +341,40 @@ func (c *Controller) removeOwnerRefs(ctx context.Context, k resources.Kind, m me
 	return nil
 }
 
-// processOwner honours the orphan and foregroundDeletion finalizers of an owner being deleted.
-func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Object) error {
-	if owner.GetDeletionTimestamp() == nil {
+// unblockOwnerRefs sets blockOwnerDeletion false on every reference of m that has it true, through a
+// JSON patch testing each entry's uid first (as removeOwnerRefs).
+func (c *Controller) unblockOwnerRefs(ctx context.Context, k resources.Kind, m metav1.Object) error {
+	var ops []map[string]any
+	for i, r := range m.GetOwnerReferences() {
+		if r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+			continue
+		}
+		path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+		ops = append(ops,
+			map[string]any{"op": "test", "path": path + "/uid", "value": r.UID},
+			map[string]any{"op": "replace", "path": path + "/blockOwnerDeletion", "value": false})
+	}
+	if len(ops) == 0 {
 		return nil
 	}
-	fins := owner.GetFinalizers()
+	patch, _ := json.Marshal(ops)
+	if err := k.Patch(ctx, c.client, m.GetNamespace(), m.GetName(), types.JSONPatchType, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("unblock owner references of %s %s: %w", k.Resource, objKey(m), err)
+	}
+	c.Log().Info("owner references made non-blocking to break a foreground-deletion circle", "kind", k.GVK.Kind, "object", objKey(m))
+	return nil
+}
+
+// dependents returns the cached objects of every watched kind that reference the owner uid, with the
+// index of each one's kind.
+func (c *Controller) dependents(uid types.UID) ([]metav1.Object, []int) {
 	var deps []metav1.Object
 	var depKinds []int
 	for i, inf := range c.informers() {
 		if inf == nil {
 			continue
 		}
-		objs, _ := inf.GetIndexer().ByIndex(ownerUIDIndex, string(owner.GetUID()))
+		objs, _ := inf.GetIndexer().ByIndex(ownerUIDIndex, string(uid))
 		for _, o := range objs {
 			if m, err := meta.Accessor(o); err == nil {
 				deps = append(deps, m)
@@ -347,6 +382,16 @@ func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Ob
 			}
 		}
 	}
+	return deps, depKinds
+}
+
+// processOwner honours the orphan and foregroundDeletion finalizers of an owner being deleted.
+func (c *Controller) processOwner(ctx context.Context, kind int, owner metav1.Object) error {
+	if owner.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	fins := owner.GetFinalizers()
+	deps, depKinds := c.dependents(owner.GetUID())
 	var errs []error
 	switch {
 	case slices.Contains(fins, finalizerOrphan):

@@ -4,7 +4,7 @@
 // images it builds from source (agnhost, busybox, pause) under the names the upstream suite expects.
 //
 //	mkimage --rootfs DIR --out DIR --ref registry.k8s.io/e2e-test-images/busybox:1.37.0-2 \
-//	    [--ref ...] [--entrypoint /bin/sh] [--cmd ARG ...] [--env K=V ...] [--source TEXT]
+//	    [--ref ...] [--entrypoint /bin/sh] [--cmd ARG ...] [--env K=V ...] [--user UID] [--workdir DIR] [--source TEXT]
 //
 // The layer holds every file, directory and symlink under --rootfs, sorted, owned by 0:0, timestamped
 // at the Unix epoch, so the same tree gives the same digest.
@@ -43,14 +43,19 @@ func main() {
 	flag.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable)")
 	flag.Var(&cmd, "cmd", "cmd argument (repeatable)")
 	flag.Var(&env, "env", "KEY=VALUE of the image config (repeatable)")
+	user := flag.String("user", "", "user of the image config (e.g. 1234; default root)")
+	workdir := flag.String("workdir", "", "working directory of the image config (default /)")
 	flag.Parse()
-	if err := run(*rootfs, *out, *source, refs, entrypoint, cmd, env); err != nil {
+	c := build.ImageConfig{Arch: runtime.GOARCH, Entrypoint: entrypoint, Cmd: cmd, Env: env, User: *user, WorkingDir: *workdir}
+	if err := run(*rootfs, *out, *source, refs, c); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rootfs, out, source string, refs, entrypoint, cmd, env []string) error {
+// run packs rootfs into one archive per ref under out, with c as the image config (its Labels and
+// CreatedBy are set from source).
+func run(rootfs, out, source string, refs []string, c build.ImageConfig) error {
 	if rootfs == "" || out == "" || len(refs) == 0 {
 		return fmt.Errorf("--rootfs, --out and at least one --ref are required")
 	}
@@ -62,8 +67,8 @@ func run(rootfs, out, source string, refs, entrypoint, cmd, env []string) error 
 	if source != "" {
 		labels = map[string]string{"org.opencontainers.image.source": source}
 	}
-	img, err := build.FromLayer(layerTar, build.ImageConfig{Arch: runtime.GOARCH, Entrypoint: entrypoint, Cmd: cmd, Env: env,
-		Labels: labels, CreatedBy: "hack/conformance/mkimage " + source})
+	c.Labels, c.CreatedBy = labels, "hack/conformance/mkimage "+source
+	img, err := build.FromLayer(layerTar, c)
 	if err != nil {
 		return err
 	}
@@ -87,7 +92,7 @@ func run(rootfs, out, source string, refs, entrypoint, cmd, env []string) error 
 }
 
 // tarTree returns the uncompressed tar of dir's tree: regular files, directories and symlinks with
-// their modes, sorted by path, owned by 0:0, at the Unix epoch. Other file types are an error.
+// their modes (with the setuid, setgid and sticky bits), sorted by path, owned by 0:0, at the Unix epoch. Other file types are an error.
 func tarTree(dir string) ([]byte, error) {
 	var paths []string
 	if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
@@ -108,8 +113,10 @@ func tarTree(dir string) ([]byte, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(fi.Mode().Perm()), ModTime: epoch, Format: tar.FormatPAX}
-		if fi.Mode()&fs.ModeSticky != 0 {
-			hdr.Mode |= 0o1000
+		for bit, m := range map[fs.FileMode]int64{fs.ModeSticky: 0o1000, fs.ModeSetgid: 0o2000, fs.ModeSetuid: 0o4000} {
+			if fi.Mode()&bit != 0 {
+				hdr.Mode |= m
+			}
 		}
 		var data []byte
 		switch {

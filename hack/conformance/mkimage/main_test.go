@@ -16,6 +16,8 @@ func TestTarTree(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "tmp"), os.ModeSticky|0o777)
 	os.WriteFile(filepath.Join(dir, "bin", "busybox"), []byte("ELF"), 0o755)
 	os.Symlink("/bin/busybox", filepath.Join(dir, "bin", "sh"))
+	os.WriteFile(filepath.Join(dir, "bin", "nnp"), []byte("ELF"), 0o755)
+	os.Chmod(filepath.Join(dir, "bin", "nnp"), os.ModeSetuid|os.ModeSetgid|0o755)
 	data, err := tarTree(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +40,7 @@ func TestTarTree(t *testing.T) {
 	want := []string{
 		"bin/ 5  -rwxr-xr-x",
 		"bin/busybox 0  -rwxr-xr-x",
+		"bin/nnp 0  -rwxr-xr-x",
 		"bin/sh 2 /bin/busybox -rwxrwxrwx",
 		"tmp/ 5  -rwxrwxrwx",
 	}
@@ -49,11 +52,14 @@ func TestTarTree(t *testing.T) {
 			t.Errorf("entry %d = %q, want %q", i, got[i], want[i])
 		}
 	}
-	// The sticky bit of /tmp is kept (tar mode 01777).
+	// The sticky bit of /tmp (tar mode 01777) and the setuid and setgid bits (06755) are kept.
 	tr = tar.NewReader(bytes.NewReader(data))
 	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
 		if h.Name == "tmp/" && h.Mode != 0o1777 {
 			t.Errorf("tmp/ mode %o, want 1777", h.Mode)
+		}
+		if h.Name == "bin/nnp" && h.Mode != 0o6755 {
+			t.Errorf("bin/nnp mode %o, want 6755", h.Mode)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 )
@@ -283,4 +285,78 @@ func TestGarbageCollectorForegroundPropagation(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGarbageCollectorBreaksDependencyCircle: three ConfigMaps own each other in a circle with
+// blockOwnerDeletion; deleting one in foreground must still remove all three (upstream's
+// "should not be blocked by dependency circle" conformance spec does the same with pods): the
+// collector makes the blocking references of the object that closes the circle non-blocking.
+func TestGarbageCollectorBreaksDependencyCircle(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	cms := c.Client.CoreV1().ConfigMaps("default")
+	var uids []types.UID
+	for _, n := range []string{"circle-1", "circle-2", "circle-3"} {
+		cm, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		must(t, err)
+		uids = append(uids, cm.UID)
+	}
+	// circle-1 is owned by circle-3, circle-2 by circle-1, circle-3 by circle-2.
+	for i, n := range []string{"circle-1", "circle-2", "circle-3"} {
+		owner := (i + 2) % 3
+		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"circle-%d","uid":"%s","controller":true,"blockOwnerDeletion":true}]}}`,
+			owner+1, uids[owner])
+		_, err := cms.Patch(ctx, n, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		must(t, err)
+	}
+	fg := metav1.DeletePropagationForeground
+	must(t, cms.Delete(ctx, "circle-1", metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: metav1.NewUIDPreconditions(string(uids[0]))}))
+	eventually(t, 60*time.Second, "the circle of ConfigMaps deleted", func() error {
+		var left []string
+		for _, n := range []string{"circle-1", "circle-2", "circle-3"} {
+			cm, err := cms.Get(ctx, n, metav1.GetOptions{})
+			if err == nil {
+				left = append(left, fmt.Sprintf("%s finalizers %v refs %+v", n, cm.Finalizers, cm.OwnerReferences))
+			} else if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if len(left) > 0 {
+			return errorf("left: %v", left)
+		}
+		return nil
+	})
+}
+
+// TestGarbageCollectorKeepsDependentWithLiveOwner: a ConfigMap owned by one live owner and, with
+// blockOwnerDeletion, by one deleted in foreground stays, loses the reference to the deleted owner,
+// and the deleted owner goes (upstream's conformance "should not delete dependents that have both
+// valid owner and owner that's waiting for dependents to be deleted").
+func TestGarbageCollectorKeepsDependentWithLiveOwner(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	cms := c.Client.CoreV1().ConfigMaps("default")
+	stay, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner-stays"}}, metav1.CreateOptions{})
+	must(t, err)
+	gone, err := cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner-goes"}}, metav1.CreateOptions{})
+	must(t, err)
+	yes := true
+	_, err = cms.Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "ConfigMap", Name: stay.Name, UID: stay.UID},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: gone.Name, UID: gone.UID, Controller: &yes, BlockOwnerDeletion: &yes},
+	}}}, metav1.CreateOptions{})
+	must(t, err)
+	fg := metav1.DeletePropagationForeground
+	must(t, cms.Delete(ctx, gone.Name, metav1.DeleteOptions{PropagationPolicy: &fg}))
+	eventually(t, 60*time.Second, "foreground-deleted owner gone", func() error {
+		if _, err := cms.Get(ctx, gone.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("owner-goes still there (err %v)", err)
+		}
+		return nil
+	})
+	dep, err := cms.Get(ctx, "dependent", metav1.GetOptions{})
+	must(t, err)
+	if dep.DeletionTimestamp != nil || len(dep.OwnerReferences) != 1 || dep.OwnerReferences[0].UID != stay.UID {
+		t.Fatalf("dependent deletionTimestamp %v owners %+v, want it kept with the live owner only", dep.DeletionTimestamp, dep.OwnerReferences)
+	}
 }
