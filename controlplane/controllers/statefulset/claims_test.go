@@ -14,7 +14,9 @@ import (
 // for whenDeleted=Delete, a condemned pod alone for whenScaled=Delete; other owners are kept.
 func TestClaimOwners(t *testing.T) {
 	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", UID: "set-uid"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}}
-	pod := func(ord string) *v1.Pod { return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-" + ord, UID: types.UID("pod-db-" + ord)}} }
+	pod := func(ord string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-" + ord, UID: types.UID("pod-db-" + ord)}}
+	}
 	other := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Backup", Name: "b", UID: "other"}
 	uids := func(refs []metav1.OwnerReference) (out []string) {
 		for _, r := range refs {
