@@ -1,7 +1,8 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
 // NodeRestriction, DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
-// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
+// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and
+// k8s.io/apiserver's ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and per-kind validation are not plugins here: defaulting runs when the request
 // body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
 // kube-apiserver.
 package admission
@@ -11,6 +12,7 @@ import (
 
 	"k8s.io/apiserver/pkg/admission"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -34,12 +36,13 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
+	resourcequota.Register(plugins)
 	inits, err := dynamic.initializers()
 	if err != nil {
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
-		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
+		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).
