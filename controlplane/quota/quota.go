@@ -41,7 +41,7 @@ var legacyCounts = map[schema.GroupResource]corev1.ResourceName{
 // stats from (the controller's informers); admission, which only charges single objects, passes nil,
 // as kube-apiserver does.
 func Evaluators(listers quotav1.ListerForResourceFunc) []quotav1.Evaluator {
-	evals := []quotav1.Evaluator{NewPodEvaluator(listers), NewServiceEvaluator(listers), claimEvaluator{}}
+	evals := []quotav1.Evaluator{NewPodEvaluator(listers), NewServiceEvaluator(listers), newClaimEvaluator(listers)}
 	for gr, alias := range legacyCounts {
 		evals = append(evals, generic.NewObjectCountEvaluator(gr, listFunc(listers, gr.WithVersion("v1")), alias))
 	}
