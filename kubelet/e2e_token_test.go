@@ -17,7 +17,9 @@ import (
 // TestProjectedServiceAccountToken: a projected serviceAccountToken volume holds a token the API server
 // authenticates as the pod's service account (403 for what the account may not do, not 401), and later
 // syncs of the pod (a label change, which the same volume's downwardAPI file shows) keep that token
-// instead of requesting a new one each time.
+// instead of requesting a new one each time. The volume the ServiceAccount admission plugin adds gives
+// the container, at /var/run/secrets/kubernetes.io/serviceaccount, a token for the same account, the
+// cluster CA (ca.crt) and the pod's namespace, as client-go's in-cluster config reads them.
 func TestProjectedServiceAccountToken(t *testing.T) {
 	n := newNode(t, true)
 	ctx := context.Background()
@@ -46,6 +48,19 @@ func TestProjectedServiceAccountToken(t *testing.T) {
 	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(testNS).List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:"+testNS+":app") {
 		t.Fatalf("listing secrets with the pod's token: %v; want 403 Forbidden for system:serviceaccount:%s:app", err, testNS)
+	}
+
+	const inCluster = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	if ns := n.exec(cid, "cat", inCluster+"namespace"); ns != testNS {
+		t.Errorf("%snamespace holds %q, want %q", inCluster, ns, testNS)
+	}
+	if ca := n.exec(cid, "cat", inCluster+"ca.crt"); strings.TrimSpace(ca) != strings.TrimSpace(string(n.api.Config.CAData)) || !strings.Contains(ca, "BEGIN CERTIFICATE") {
+		t.Errorf("%sca.crt holds %q, want the cluster CA %q", inCluster, ca, n.api.Config.CAData)
+	}
+	cfg.BearerToken = n.exec(cid, "cat", inCluster+"token")
+	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(testNS).List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:"+testNS+":app") {
+		t.Fatalf("listing secrets with the token in %s: %v; want 403 Forbidden for system:serviceaccount:%s:app", inCluster, err, testNS)
 	}
 
 	patch := []byte(`{"metadata":{"labels":{"synced":"again"}}}`)

@@ -162,12 +162,11 @@ func corednsObjects(client kubernetes.Interface, o Options) ([]object, error) {
 }
 
 // corednsDeployment is CoreDNS's Deployment: upstream's (kubeadm's) pod, one replica, from the bundled
-// image, with the service account token mounted where client-go's in-cluster config reads it.
+// image; the ServiceAccount admission plugin mounts its token where client-go's in-cluster config reads it.
 func corednsDeployment(ns string, app map[string]string) *appsv1.Deployment {
 	one := int32(1)
 	maxUnavailable := intstr.FromInt32(1)
 	no, yes := false, true
-	tokenSeconds := int64(3607)
 	configMode := int32(0o644)
 	return &appsv1.Deployment{ObjectMeta: meta(CoreDNS, ns, CoreDNSName, app),
 		Spec: appsv1.DeploymentSpec{
@@ -200,7 +199,6 @@ func corednsDeployment(ns string, app map[string]string) *appsv1.Deployment {
 						},
 						VolumeMounts: []v1.VolumeMount{
 							{Name: "config-volume", MountPath: "/etc/coredns", ReadOnly: true},
-							{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
 						},
 						SecurityContext: &v1.SecurityContext{
 							AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -215,15 +213,6 @@ func corednsDeployment(ns string, app map[string]string) *appsv1.Deployment {
 						{Name: "config-volume", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
 							LocalObjectReference: v1.LocalObjectReference{Name: CoreDNSName},
 							Items:                []v1.KeyToPath{{Key: "Corefile", Path: "Corefile"}}, DefaultMode: &configMode}}},
-						// What the ServiceAccount admission plugin would add: the token (TokenRequest),
-						// the cluster CA and the namespace.
-						{Name: "kube-api-access", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
-							{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &tokenSeconds}},
-							{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"},
-								Items: []v1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-							{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{Path: "namespace",
-								FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
-						}}}},
 					},
 				},
 			},

@@ -1,10 +1,12 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
-// storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
-// NodeRestriction, DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
-// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and
-// k8s.io/apiserver's ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and per-kind validation are not plugins here: defaulting runs when the request
-// body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
-// kube-apiserver.
+// storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
+// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds, DefaultStorageClass and
+// StorageObjectInUseProtection (mutating),
+// then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of the mutating
+// phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's
+// ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and
+// per-kind validation are not plugins here: defaulting runs when the request body is decoded (package
+// defaults) and validation in each resource's strategy (package validation), as in kube-apiserver.
 package admission
 
 import (
@@ -29,6 +31,8 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
 	}
 	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
+	static("LimitRanger", NewLimitRanger())
+	static("ServiceAccount", NewServiceAccount())
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
 	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
@@ -41,7 +45,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	if err != nil {
 		return nil, err
 	}
-	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
+	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "DefaultTolerationSeconds",
 		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 

@@ -19,20 +19,22 @@ var ImmortalNamespaces = map[string]bool{
 type NamespaceGetter func(ctx context.Context, name string) (*corev1.Namespace, error)
 
 // NamespaceLifecycle is Kubernetes' NamespaceLifecycle plugin: objects may be created only in a namespace
-// that exists and is not Terminating, and the system namespaces may not be deleted.
+// that exists and is not Terminating, and the system namespaces may not be deleted. As upstream's it
+// decides in the mutating phase (it mutates nothing), first of the chain, so a request for a missing
+// namespace gets its 404 before any later plugin looks into that namespace.
 type NamespaceLifecycle struct {
 	Namespaces NamespaceGetter
 }
 
-var _ admission.ValidationInterface = &NamespaceLifecycle{}
+var _ admission.MutationInterface = &NamespaceLifecycle{}
 
 // Handles create and delete.
 func (p *NamespaceLifecycle) Handles(op admission.Operation) bool {
 	return op == admission.Create || op == admission.Delete
 }
 
-// Validate enforces the rules above: 404 for a missing namespace, 403 for a terminating or immortal one.
-func (p *NamespaceLifecycle) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+// Admit enforces the rules above: 404 for a missing namespace, 403 for a terminating or immortal one.
+func (p *NamespaceLifecycle) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetKind().GroupKind() == corev1.SchemeGroupVersion.WithKind("Namespace").GroupKind() || a.GetResource().Resource == "namespaces" {
 		if a.GetOperation() == admission.Delete && ImmortalNamespaces[a.GetName()] {
 			return admission.NewForbidden(a, fmt.Errorf("this namespace may not be deleted"))

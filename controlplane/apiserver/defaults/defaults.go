@@ -57,6 +57,11 @@ func Register(s *runtime.Scheme) {
 			}
 		}
 	})
+	s.AddTypeDefaultingFunc(&corev1.LimitRange{}, func(o any) {
+		for i := range o.(*corev1.LimitRange).Spec.Limits {
+			LimitRangeItem(&o.(*corev1.LimitRange).Spec.Limits[i])
+		}
+	})
 	s.AddTypeDefaultingFunc(&corev1.PodTemplate{}, func(o any) { podspec.Default(&o.(*corev1.PodTemplate).Template.Spec) })
 	s.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(o any) { ReplicationController(o.(*corev1.ReplicationController)) })
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { Deployment(o.(*appsv1.Deployment)) })
@@ -294,4 +299,28 @@ func StatefulSet(ss *appsv1.StatefulSet) {
 		s.RevisionHistoryLimit = ptr.To[int32](10)
 	}
 	podspec.Default(&s.Template.Spec)
+}
+
+// LimitRangeItem defaults a Container item as kube-apiserver does: a resource with a max but no default
+// gets default = max; one with a default but no defaultRequest gets defaultRequest = default, else
+// defaultRequest = min.
+func LimitRangeItem(item *corev1.LimitRangeItem) {
+	if item.Type != corev1.LimitTypeContainer {
+		return
+	}
+	if item.Default == nil {
+		item.Default = corev1.ResourceList{}
+	}
+	if item.DefaultRequest == nil {
+		item.DefaultRequest = corev1.ResourceList{}
+	}
+	for _, from := range []struct{ src, dst corev1.ResourceList }{
+		{item.Max, item.Default}, {item.Default, item.DefaultRequest}, {item.Min, item.DefaultRequest},
+	} {
+		for k, v := range from.src {
+			if _, ok := from.dst[k]; !ok {
+				from.dst[k] = v.DeepCopy()
+			}
+		}
+	}
 }

@@ -3,7 +3,9 @@ package defaults
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -28,5 +30,24 @@ func TestBindingDefaults(t *testing.T) {
 		if subs[0].APIGroup != rbacv1.GroupName || subs[1].APIGroup != rbacv1.GroupName || subs[2].APIGroup != "" {
 			t.Errorf("subjects %+v: want User and Group in %s, ServiceAccount in the core group", subs, rbacv1.GroupName)
 		}
+	}
+}
+
+func TestLimitRangeItem(t *testing.T) {
+	q := resource.MustParse
+	item := corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
+		Max: corev1.ResourceList{"cpu": q("2"), "memory": q("1Gi")}, Default: corev1.ResourceList{"memory": q("512Mi")},
+		Min: corev1.ResourceList{"ephemeral-storage": q("1Gi")}}
+	LimitRangeItem(&item)
+	if item.Default.Cpu().String() != "2" || item.Default.Memory().String() != "512Mi" {
+		t.Errorf("default %v, want cpu from max, memory kept", item.Default)
+	}
+	if item.DefaultRequest.Cpu().String() != "2" || item.DefaultRequest.Memory().String() != "512Mi" || item.DefaultRequest.StorageEphemeral().String() != "1Gi" {
+		t.Errorf("defaultRequest %v, want cpu and memory from default, ephemeral-storage from min", item.DefaultRequest)
+	}
+	pod := corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: corev1.ResourceList{"cpu": q("2")}}
+	LimitRangeItem(&pod)
+	if pod.Default != nil || pod.DefaultRequest != nil {
+		t.Errorf("Pod item defaulted: %+v", pod)
 	}
 }

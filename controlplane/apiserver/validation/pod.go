@@ -88,7 +88,8 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy and volumes' names.
+// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names
+// and sysctls.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -134,6 +135,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
 	}
+	errs = append(errs, sysctls(s, p)...)
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be >= 0"))
 	}

@@ -135,7 +135,8 @@ func TestNodeAuthorizerAndRestriction(t *testing.T) {
 	forbidden(t, "node-a creates a mirror pod projecting a configmap", createPod(a, withCM), `node "node-a" can not create pods that reference configmaps`)
 	withSA := mirrorPod("with-sa", nodeA)
 	withSA.Spec.ServiceAccountName = "default"
-	forbidden(t, "node-a creates a mirror pod with a service account", createPod(a, withSA), `node "node-a" can not create pods that reference serviceaccounts`)
+	// the ServiceAccount plugin, before NodeRestriction in kube-apiserver's order, refuses it first
+	forbidden(t, "node-a creates a mirror pod with a service account", createPod(a, withSA), `a mirror pod may not reference service accounts`)
 	withPVC := mirrorPod("with-pvc", nodeA)
 	withPVC.Spec.Volumes = []corev1.Volume{{Name: "p", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
 	forbidden(t, "node-a creates a mirror pod with a PVC", createPod(a, withPVC), `node "node-a" can not create pods that reference persistentvolumeclaims`)

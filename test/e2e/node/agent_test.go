@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/server"
+	fwagent "github.com/nodekit/nodekit/test/framework/agent"
 	apifw "github.com/nodekit/nodekit/test/framework/apiserver"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -97,12 +99,18 @@ func startAgent(t *testing.T, args ...string) *agentProc {
 	}
 	defer f.Close() // the child has its own descriptor
 	a.cmd.Stdout, a.cmd.Stderr = f, f
+	// A test binary killed (a timeout, Ctrl-C) takes its agent along instead of leaving it holding
+	// ports and containers.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { a.err = a.cmd.Wait(); close(a.done) }()
 	t.Cleanup(func() {
 		a.stop(30 * time.Second) // its managed containerd, if any, gets SIGTERM through Pdeathsig
+		if i := slices.Index(args, "--data-dir"); i >= 0 && i+1 < len(args) {
+			fwagent.UnmountBelow(t, args[i+1]) // the pods' token volumes, before t.TempDir's removal
+		}
 		if t.Failed() {
 			out, _ := os.ReadFile(a.log)
 			t.Logf("agent output:\n%s", out)

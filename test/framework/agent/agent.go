@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
@@ -38,6 +41,8 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	}
 	c := agent.Default()
 	c.DataDir, c.Kubeconfig, c.NodeName, c.NodeIP = t.TempDir(), api.NodeKubeconfig(t, name), name, NodeIP
+	dataDir := c.DataDir
+	t.Cleanup(func() { UnmountBelow(t, dataDir) }) // runs before t.TempDir's removal
 	c.CNIConfDir, c.DisableProxy = filepath.Join(c.DataDir, "net.d"), true
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
@@ -46,6 +51,23 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	k.ImageGCHighThresholdPercent = &noGC
 	k.EvictionHard = map[string]string{"memory.available": MemoryEvictionHard}
 	return c
+}
+
+// UnmountBelow lazily unmounts every mount below dir, deepest first: the pods' tmpfs volumes (the
+// kube-api-access token volume every pod gets, secrets, projected volumes) of pods a test left running,
+// which would keep t.TempDir from being removed. Containers still running keep their own copies.
+func UnmountBelow(t testing.TB, dir string) {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		t.Errorf("mounts below %s: %v", dir, err)
+		return
+	}
+	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return len(b.Mountpoint) - len(a.Mountpoint) })
+	for _, m := range mounts {
+		if err := unix.Unmount(m.Mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("unmount %s: %v", m.Mountpoint, err)
+		}
+	}
 }
 
 // The kubelet settings every harness node runs with. The host's disks are shared with other work and

@@ -6,13 +6,16 @@
 //	pods, _ := s.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 //	kubelet := s.NodeClient(t, "node-a") // acts as system:node:node-a
 //
-// Everything started is stopped, and the directories removed, by t.Cleanup.
+// It also runs the serviceaccount and root-ca-cert-publisher controllers, so every namespace has the
+// "default" ServiceAccount and the kube-root-ca.crt ConfigMap that the ServiceAccount admission plugin's
+// token volume needs. Everything started is stopped, and the directories removed, by t.Cleanup.
 package apiserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/controlplane/apiserver/server"
+	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	nodekitserver "github.com/nodekit/nodekit/server"
 )
@@ -102,7 +106,48 @@ func Start(t testing.TB, opts Options) *Server {
 	if err := s.waitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	s.runAccountControllers(t)
+	for { // the first pods of a test need both in "default"
+		_, err := s.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			_, err = s.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("account controllers: the default ServiceAccount and kube-root-ca.crt of namespace default: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return s
+}
+
+// runAccountControllers runs, until the test ends, the two controllers every pod depends on through the
+// ServiceAccount admission plugin, as kube-controller-manager would: serviceaccount (the "default"
+// ServiceAccount of each namespace) and root-ca-cert-publisher (each namespace's kube-root-ca.crt
+// ConfigMap, which the pods' kube-api-access volume projects). Tests that run the whole controller
+// manager on the same server run them a second time; both are idempotent.
+func (s *Server) runAccountControllers(t testing.TB) {
+	t.Helper()
+	ca, err := os.ReadFile(nodekitserver.Config{DataDir: s.DataDir}.Paths().CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := s.ControllerManagerClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controllers.Run(ctx, client, controllers.Options{Controllers: []string{controllers.ServiceAccount, controllers.RootCAPublisher},
+			RootCA: ca, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("account controllers: %v", err)
+		}
+	})
 }
 
 func (s *Server) start() error {

@@ -19,6 +19,9 @@ var (
 	imagesOnce sync.Once
 	imagesDir  string
 	imagesErr  error
+	// imagesLock is the cache's lock file, held shared for the life of the test binary once the cache
+	// is complete, so another binary's pruneImageCaches never removes a cache in use.
+	imagesLock *os.File
 )
 
 // BuildImages returns a directory holding the OCI archives of every bundled image (bundled.All), built
@@ -56,34 +59,53 @@ func buildImages() (string, error) {
 	}
 	dir := filepath.Join(os.TempDir(), "nodekit-images-"+hash[:16])
 	done := filepath.Join(dir, ".complete")
-	if _, err := os.Stat(done); err == nil {
-		return dir, nil
-	}
 	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
+	flock := func(how int) error {
+		if err := unix.Flock(int(lock.Fd()), how); err != nil {
+			lock.Close()
+			return fmt.Errorf("locking %s: %w", lock.Name(), err)
+		}
+		return nil
 	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if _, err := os.Stat(done); err == nil {
-		return dir, nil // built by another test binary while we waited
-	}
-	os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := build.Build(ctx, build.Options{ModuleDir: mod, OutDir: dir, Go: goCmd}); err != nil {
-		os.RemoveAll(dir)
+	// In use: shared. Building: exclusive (another binary waits; pruning skips a held lock).
+	if err := flock(unix.LOCK_SH); err != nil {
 		return "", err
 	}
-	pruneImageCaches(dir)
-	return dir, os.WriteFile(done, nil, 0o644)
+	if _, err := os.Stat(done); err == nil {
+		imagesLock = lock
+		return dir, nil
+	}
+	if err := flock(unix.LOCK_EX); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(done); err != nil { // not built by another test binary while we waited
+		os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if _, err := build.Build(ctx, build.Options{ModuleDir: mod, OutDir: dir, Go: goCmd}); err != nil {
+			os.RemoveAll(dir)
+			lock.Close()
+			return "", err
+		}
+		pruneImageCaches(dir)
+		if err := os.WriteFile(done, nil, 0o644); err != nil {
+			lock.Close()
+			return "", err
+		}
+	}
+	if err := flock(unix.LOCK_SH); err != nil {
+		return "", err
+	}
+	imagesLock = lock
+	return dir, nil
 }
 
-// pruneImageCaches removes archive caches other than keep that are over an hour old and not being
-// built (their lock file is free), so source changes do not pile up caches in $TMPDIR.
+// pruneImageCaches removes archive caches other than keep that are over an hour old and neither being
+// built nor in use (their lock file is free: every test binary using a cache holds it shared), so
+// source changes do not pile up caches in $TMPDIR.
 func pruneImageCaches(keep string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "nodekit-images-*"))
 	for _, d := range dirs {

@@ -1,5 +1,5 @@
 // Package plain holds the resources whose behaviour is the generic registry's plus validation alone:
-// configmaps, secrets, serviceaccounts, endpoints, events, podtemplates (core/v1), leases
+// configmaps, secrets, serviceaccounts, endpoints, events, limitranges, podtemplates (core/v1), leases
 // (coordination.k8s.io/v1) and endpointslices (discovery.k8s.io/v1).
 package plain
 
@@ -40,6 +40,9 @@ func Core(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 		withFields(spec(corev1.Resource("events"), "event", []string{"ev"}, func() runtime.Object { return &corev1.Event{} },
 			func() runtime.Object { return &corev1.EventList{} },
 			func(o runtime.Object) field.ErrorList { return validation.Event(o.(*corev1.Event)) }), eventFields),
+		spec(corev1.Resource("limitranges"), "limitrange", []string{"limits"}, func() runtime.Object { return &corev1.LimitRange{} },
+			func() runtime.Object { return &corev1.LimitRangeList{} },
+			func(o runtime.Object) field.ErrorList { return validation.LimitRange(o.(*corev1.LimitRange)) }),
 		podTemplates(spec(corev1.Resource("podtemplates"), "podtemplate", nil, func() runtime.Object { return &corev1.PodTemplate{} },
 			func() runtime.Object { return &corev1.PodTemplateList{} },
 			func(o runtime.Object) field.ErrorList { return validation.PodTemplate(o.(*corev1.PodTemplate)) })),
