@@ -85,7 +85,7 @@ func startCluster(t *testing.T) *cluster {
 	})
 	run("controllers", func() error {
 		return controllers.Run(ctx, cm, controllers.Options{Logger: log,
-			Controllers: []string{controllers.PersistentVolumeBinder, controllers.StatefulSet, controllers.GarbageCollector}})
+			Controllers: []string{controllers.PersistentVolumeBinder, controllers.StatefulSet, controllers.GarbageCollector, controllers.ServiceAccount}})
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &cluster{client: api.Client, node: name, storage: agent.Config{DataDir: cfg.DataDir}.Paths().Storage}
