@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/cni/netconf"
 	cninetwork "github.com/nodekit/nodekit/cni/network"
 	"github.com/nodekit/nodekit/images/bundled"
+	"github.com/nodekit/nodekit/internal/localpath"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
@@ -155,7 +156,7 @@ func (a *agent) newNodeStatus(ctx context.Context, pressure nodestatus.Pressure)
 	return nodestatus.New(nodestatus.Config{
 		NetworkStatus: networkStatus,
 		NodeName:      a.nodeName, Client: a.client, Runtime: a.rt.Runtime(), Images: a.rt.Image(), NodeIP: a.nodeIP,
-		Labels: a.labels, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
+		Labels: a.labels, Annotations: map[string]string{localpath.NodeDirAnnotation: a.paths.Storage}, Taints: kc.RegisterWithTaints, Machine: machine, MaxPods: kc.MaxPods, KubeletPort: kc.Port,
 		UpdateFrequency: kc.NodeStatusUpdateFrequency.Duration, ReportFrequency: kc.NodeStatusReportFrequency.Duration,
 		LeaseDurationSeconds: kc.NodeLeaseDurationSeconds, Pressure: pressure,
 		OnPodCIDRs: func(cidrs []string) {

@@ -14,6 +14,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/internal/localpath"
 	"github.com/nodekit/nodekit/internal/podnet"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
@@ -154,6 +155,9 @@ type Paths struct {
 	// KubeletRoot is the kubelet's state (RootDir, default <DataDir>/kubelet); KubeletPKI the kubelet
 	// server's self-signed certificate in it (<KubeletRoot>/pki).
 	KubeletRoot, KubeletPKI string
+	// Storage holds the local-path PersistentVolumes of this node, one directory per volume
+	// (<DataDir>/storage, published as the Node's localpath.NodeDirAnnotation).
+	Storage string
 }
 
 // Paths returns the layout of c's data dir, with the explicit directories (RootDir, CNIBinDir,
@@ -175,6 +179,7 @@ func (c Config) Paths() Paths {
 		CNICache:    filepath.Join(c.DataDir, "cni", "cache"),
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
+		Storage:     filepath.Join(c.DataDir, localpath.DirName),
 	}
 	p.ContainerdLog = filepath.Join(p.Containerd, "containerd.log")
 	p.ContainerdSocket = containerd.SocketPath(p.Containerd)

@@ -124,7 +124,8 @@ func TestPaths(t *testing.T) {
 	c.DataDir = "/d"
 	want := Paths{DataDir: "/d", Containerd: "/d/containerd", ContainerdLog: "/d/containerd/containerd.log",
 		ContainerdSocket: "/d/containerd/containerd.sock", Images: "/d/images",
-		CNI: "/d/cni", CNIBin: "/d/cni/bin", CNICache: "/d/cni/cache", Conflist: "/etc/cni/net.d/10-nodekit.conflist", KubeletRoot: "/d/kubelet", KubeletPKI: "/d/kubelet/pki"}
+		CNI: "/d/cni", CNIBin: "/d/cni/bin", CNICache: "/d/cni/cache", Conflist: "/etc/cni/net.d/10-nodekit.conflist", KubeletRoot: "/d/kubelet", KubeletPKI: "/d/kubelet/pki",
+		Storage: "/d/storage"}
 	if got := c.Paths(); got != want {
 		t.Errorf("Paths() = %+v\nwant %+v", got, want)
 	}

@@ -142,6 +142,10 @@ func newAgent(cfg Config) (*agent, error) {
 	if err := os.MkdirAll(a.paths.KubeletRoot, 0o750); err != nil {
 		return nil, err
 	}
+	// local-path volumes: only root on the host walks in; containers get their volume bind-mounted
+	if err := os.MkdirAll(a.paths.Storage, 0o700); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

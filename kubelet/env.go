@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/kubelet/fieldpath"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
+	"github.com/nodekit/nodekit/kubelet/volumes"
 )
 
 // envList keeps env vars in first-definition order, later definitions replacing the value.
@@ -268,7 +269,7 @@ func (k *Kubelet) makeMounts(pod *v1.Pod, c *v1.Container, paths map[string]stri
 		if vm.MountPath == "/etc/hosts" {
 			hasHosts = true
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || volumes.ReadOnly(pod, vm.Name)}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:

@@ -111,7 +111,7 @@ func New(cfg Config) (*Kubelet, error) {
 	if k.prober == nil {
 		k.prober = noProber{}
 	}
-	k.volumes = volumes.New(c.RootDir, c.Client, k.log)
+	k.volumes = volumes.New(c.RootDir, c.NodeName, c.Client, k.log)
 	k.status = status.NewManager(c.Client, k.log)
 	return k, nil
 }

@@ -4,9 +4,9 @@
 // coredns`). The objects are built in Go from the real k8s.io/api types and reach the cluster through
 // the API server like any client's.
 //
-// The only add-on so far is coredns: the cluster DNS (CoreDNS from the bundled image
-// nodekit.local/coredns, its ServiceAccount, RBAC and Corefile, and the Service kube-system/kube-dns at
-// the tenth address of the service range).
+// The add-ons: coredns, the cluster DNS (CoreDNS from the bundled image nodekit.local/coredns, its
+// ServiceAccount, RBAC and Corefile, and the Service kube-system/kube-dns at the tenth address of the
+// service range); local-storage, the default StorageClass local-path (`--disable local-storage`).
 package addons
 
 import (
@@ -29,10 +29,12 @@ import (
 const (
 	// CoreDNS is the cluster DNS add-on.
 	CoreDNS = "coredns"
+	// LocalStorage is the default StorageClass local-path (nodekit's local-path provisioner).
+	LocalStorage = "local-storage"
 )
 
 // Names lists every add-on, in install order.
-var Names = []string{CoreDNS}
+var Names = []string{CoreDNS, LocalStorage}
 
 // Labels put on every object an add-on owns: LabelAddon names the add-on, so that disabling it
 // removes exactly its objects (and never an object someone else made under the same name).
@@ -187,6 +189,8 @@ func objectsOf(name string, client kubernetes.Interface, o Options) ([]object, e
 	switch name {
 	case CoreDNS:
 		return corednsObjects(client, o)
+	case LocalStorage:
+		return localStorageObjects(client), nil
 	}
 	return nil, fmt.Errorf("unknown add-on %q", name)
 }

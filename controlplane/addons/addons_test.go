@@ -37,7 +37,7 @@ func TestValidate(t *testing.T) {
 		t.Errorf("--disable coredns: %v", err)
 	}
 	err := Options{Disabled: []string{"traefik"}}.Validate()
-	if err == nil || !strings.Contains(err.Error(), `--disable: unknown add-on "traefik" (known: coredns)`) {
+	if err == nil || !strings.Contains(err.Error(), `--disable: unknown add-on "traefik" (known: coredns, local-storage)`) {
 		t.Errorf("--disable traefik: %v", err)
 	}
 }
@@ -174,3 +174,40 @@ func TestReconcileWithoutRBAC(t *testing.T) {
 }
 
 func get[T any](_ T, err error) error { return err }
+
+// TestReconcileLocalStorage: the add-on creates the default StorageClass local-path; a class changed
+// in an immutable field (reclaimPolicy) is replaced; disabling removes it.
+func TestReconcileLocalStorage(t *testing.T) {
+	ctx := context.Background()
+	c := withRBAC(fake.NewClientset())
+	o := Options{ServiceCIDR: "10.96.0.0/12", Disabled: []string{CoreDNS}}
+	if err := Reconcile(ctx, c, o, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := c.StorageV1().StorageClasses().Get(ctx, "local-path", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Provisioner != "nodekit.io/local-path" || sc.Annotations[defaultClassAnnotation] != "true" ||
+		*sc.VolumeBindingMode != "WaitForFirstConsumer" || *sc.ReclaimPolicy != v1.PersistentVolumeReclaimDelete {
+		t.Fatalf("local-path = %+v", sc)
+	}
+	retain := v1.PersistentVolumeReclaimRetain
+	sc.ReclaimPolicy = &retain
+	if _, err := c.StorageV1().StorageClasses().Update(ctx, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reconcile(ctx, c, o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sc, _ = c.StorageV1().StorageClasses().Get(ctx, "local-path", metav1.GetOptions{}); *sc.ReclaimPolicy != v1.PersistentVolumeReclaimDelete {
+		t.Errorf("reclaimPolicy after reconcile = %s, want Delete", *sc.ReclaimPolicy)
+	}
+	o.Disabled = append(o.Disabled, LocalStorage)
+	if err := Reconcile(ctx, c, o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StorageV1().StorageClasses().Get(ctx, "local-path", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("local-path after --disable local-storage: %v, want NotFound", err)
+	}
+}

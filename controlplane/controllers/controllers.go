@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher, ClusterRole aggregation and resource quota controllers, each a small
+// CSR approving and signing, PersistentVolume binder (with the local-path provisioner), bootstrap token cleaner, bootstrap signer, root CA publisher, ClusterRole aggregation and resource quota controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -35,6 +35,8 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/controllers/statefulset"
+	"github.com/nodekit/nodekit/controlplane/controllers/volume"
+	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/internal/podnet"
 )
 
@@ -64,11 +66,13 @@ const (
 	ClusterRoleAggregation = "clusterrole-aggregation"
 	// ResourceQuota computes ResourceQuotas' status.hard and status.used.
 	ResourceQuota = "resourcequota"
+	// PersistentVolumeBinder binds claims to volumes, provisions local-path volumes and reclaims them.
+	PersistentVolumeBinder = "persistentvolume-binder"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota, PersistentVolumeBinder}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -219,6 +223,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = clusterroleaggregation.New(client, factory, log)
 		case ResourceQuota:
 			r, err = resourcequota.New(client, factory, opts.Metadata, opts.ResourceQuotaSyncPeriod, log)
+		case PersistentVolumeBinder:
+			r, err = volume.New(client, factory, bundled.DemoServerV1, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

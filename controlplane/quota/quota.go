@@ -8,9 +8,8 @@
 //     ephemeral-storage, requests.*, limits.*, hugepages and extended-resource requests, with the scopes
 //     Terminating, NotTerminating, BestEffort, NotBestEffort, PriorityClass and CrossNamespacePodAffinity;
 //   - services: services, count/services, services.nodeports, services.loadbalancers (services.go);
-//   - persistentvolumeclaims: nodekit serves no PersistentVolumeClaims, so the claim resources
-//     (persistentvolumeclaims, requests.storage, <class>.storageclass.storage.k8s.io/...) are always
-//     zero (claims.go);
+//   - persistentvolumeclaims: persistentvolumeclaims, count/persistentvolumeclaims, requests.storage and
+//     <class>.storageclass.storage.k8s.io/{persistentvolumeclaims,requests.storage} (claims.go);
 //   - configmaps, secrets, replicationcontrollers, resourcequotas: k8s.io/apiserver's generic object
 //     count evaluators with the legacy names as aliases (count/configmaps and configmaps, ...).
 //
@@ -41,7 +40,7 @@ var legacyCounts = map[schema.GroupResource]corev1.ResourceName{
 // stats from (the controller's informers); admission, which only charges single objects, passes nil,
 // as kube-apiserver does.
 func Evaluators(listers quotav1.ListerForResourceFunc) []quotav1.Evaluator {
-	evals := []quotav1.Evaluator{NewPodEvaluator(listers), NewServiceEvaluator(listers), claimEvaluator{}}
+	evals := []quotav1.Evaluator{NewPodEvaluator(listers), NewServiceEvaluator(listers), newClaimEvaluator(listers)}
 	for gr, alias := range legacyCounts {
 		evals = append(evals, generic.NewObjectCountEvaluator(gr, listFunc(listers, gr.WithVersion("v1")), alias))
 	}

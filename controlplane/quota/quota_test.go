@@ -174,6 +174,11 @@ func TestCalculateUsage(t *testing.T) {
 	add(corev1.Resource("secrets"))
 	add(corev1.Resource("replicationcontrollers"))
 	add(corev1.Resource("resourcequotas"))
+	gold := "gold"
+	add(ClaimsResource, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &gold, Resources: corev1.VolumeResourceRequirements{Requests: rl("storage", "512Mi")}}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "other"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &gold, Resources: corev1.VolumeResourceRequirements{Requests: rl("storage", "1Gi")}}})
 	listers := func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
 		return cache.NewGenericLister(store[gvr.GroupResource()], gvr.GroupResource()), nil
 	}
@@ -185,7 +190,7 @@ func TestCalculateUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := rl("pods", "2", "count/pods", "3", "requests.cpu", "300m", "configmaps", "1", "services", "0",
-		"persistentvolumeclaims", "0", "gold.storageclass.storage.k8s.io/requests.storage", "0")
+		"persistentvolumeclaims", "1", "gold.storageclass.storage.k8s.io/requests.storage", "512Mi")
 	if !quotav1.Equals(used, want) {
 		t.Errorf("used %v, want %v", used, want)
 	}

@@ -81,10 +81,12 @@ type Scheduler struct {
 	cache     *cache
 	queue     workqueue.TypedRateLimitingInterface[string]
 	filters   []filter
-	rnd       *rand.Rand
-	recorder  record.EventRecorder
-	bindSem   chan struct{}
-	bindWG    sync.WaitGroup
+	// volumeBinding checks and binds the pods' PersistentVolumeClaims (filter and PreBind).
+	volumeBinding *volumeBinding
+	rnd           *rand.Rand
+	recorder      record.EventRecorder
+	bindSem       chan struct{}
+	bindWG        sync.WaitGroup
 	// handlersSynced report when our event handlers have received the informers' initial lists.
 	handlersSynced []toolscache.InformerSynced
 
@@ -172,6 +174,13 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 	s.handlersSynced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, nsReg.HasSynced,
 		core.Services().Informer().HasSynced, core.ReplicationControllers().Informer().HasSynced,
 		apps.ReplicaSets().Informer().HasSynced, apps.StatefulSets().Informer().HasSynced}
+	vb, synced, err := newVolumeBinding(s.factory, s.moveAllToActive)
+	if err != nil {
+		return nil, err
+	}
+	s.volumeBinding = vb
+	s.filters = append(s.filters, filter{"VolumeBinding", vb.filter})
+	s.handlersSynced = append(s.handlersSynced, synced...)
 	return s, nil
 }
 
@@ -475,6 +484,16 @@ func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
 
 // bind posts the pods/binding subresource; on failure the assumption is dropped and the pod retried.
 func (s *Scheduler) bind(ctx context.Context, key string, pod *v1.Pod, nodeName string) {
+	if err := s.preBind(ctx, pod, nodeName); err != nil {
+		s.cache.forget(key)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("volume binding failed, will retry", "pod", key, "node", nodeName, "err", err)
+		s.recorder.Eventf(pod, v1.EventTypeWarning, "FailedScheduling", "running PreBind plugin \"VolumeBinding\": %v", err)
+		s.queue.AddRateLimited(key)
+		return
+	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},

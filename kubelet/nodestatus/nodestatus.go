@@ -108,7 +108,10 @@ type Config struct {
 	NodeIP net.IP
 	// Labels (--node-labels) and Taints (--register-with-taints) are set at registration.
 	Labels map[string]string
-	Taints []v1.Taint
+	// Annotations are set at registration and reconciled on an existing Node (the agent's local-path
+	// storage directory, localpath.NodeDirAnnotation). Optional.
+	Annotations map[string]string
+	Taints      []v1.Taint
 	// Machine describes the host (capacity and nodeInfo); required (see ReadMachine).
 	Machine *Machine
 	// MaxPods is the pods capacity (default 110).
@@ -287,12 +290,14 @@ func (c *Controller) register(ctx context.Context) error {
 	}
 	updated := existing.DeepCopy()
 	changed := reconcileDefaultLabels(want, updated)
-	if updated.Annotations[annotationControllerManagedAttachDetach] != "true" {
-		if updated.Annotations == nil {
-			updated.Annotations = map[string]string{}
+	for k, v := range want.Annotations {
+		if updated.Annotations[k] != v {
+			if updated.Annotations == nil {
+				updated.Annotations = map[string]string{}
+			}
+			updated.Annotations[k] = v
+			changed = true
 		}
-		updated.Annotations[annotationControllerManagedAttachDetach] = "true"
-		changed = true
 	}
 	if changed {
 		if existing, _, err = nodeutil.PatchNodeStatus(c.cfg.Client.CoreV1(), types.NodeName(c.cfg.NodeName), existing, updated); err != nil {
@@ -341,11 +346,15 @@ func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 	for k, v := range c.defaultLabels() {
 		labels[k] = v
 	}
+	annotations := map[string]string{annotationControllerManagedAttachDetach: "true"}
+	for k, v := range c.cfg.Annotations {
+		annotations[k] = v
+	}
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        c.cfg.NodeName,
 			Labels:      labels,
-			Annotations: map[string]string{annotationControllerManagedAttachDetach: "true"},
+			Annotations: annotations,
 		},
 		Spec: v1.NodeSpec{Taints: slices.Clone(c.cfg.Taints)},
 	}

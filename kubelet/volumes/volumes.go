@@ -38,16 +38,18 @@ const (
 
 // Manager sets up pod volumes below root.
 type Manager struct {
-	root   string
-	client kubernetes.Interface
-	log    *slog.Logger
-	tokens *tokens
+	root     string
+	nodeName string
+	client   kubernetes.Interface
+	log      *slog.Logger
+	tokens   *tokens
 }
 
-// New returns a Manager keeping pod directories below root (the kubelet's --root-dir); client reads
-// configMaps and secrets and requests service account tokens.
-func New(root string, client kubernetes.Interface, log *slog.Logger) *Manager {
-	return &Manager{root: root, client: client, log: log, tokens: newTokens(client)}
+// New returns a Manager keeping pod directories below root (the kubelet's --root-dir) for the pods of
+// Node nodeName; client reads configMaps, secrets, claims, their volumes and the Node (whose labels a
+// volume's node affinity must admit) and requests service account tokens.
+func New(root, nodeName string, client kubernetes.Interface, log *slog.Logger) *Manager {
+	return &Manager{root: root, nodeName: nodeName, client: client, log: log, tokens: newTokens(client)}
 }
 
 // PodDir is <root>/pods/<uid>.
@@ -96,6 +98,8 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 		return dir, nil
 	case src.HostPath != nil:
 		return src.HostPath.Path, checkHostPath(src.HostPath)
+	case src.PersistentVolumeClaim != nil:
+		return m.claimPath(ctx, pod, src.PersistentVolumeClaim.ClaimName)
 	case src.ConfigMap != nil:
 		files, err := m.configMapFiles(ctx, pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.DefaultMode, src.ConfigMap.Optional)
 		if err != nil {
@@ -137,7 +141,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 		}
 		return dir, writeAtomic(dir, files)
 	}
-	return "", errors.New("unsupported volume type (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)")
+	return "", errors.New("unsupported volume type (supported: emptyDir, hostPath, persistentVolumeClaim, configMap, secret, downwardAPI, projected)")
 }
 
 // checkHostPath applies the hostPath type (Kubernetes "hostPath volume types").

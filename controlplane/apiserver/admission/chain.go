@@ -1,6 +1,7 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
-// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds (mutating),
+// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds, DefaultStorageClass and
+// StorageObjectInUseProtection (mutating),
 // then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of the mutating
 // phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's
 // ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
 // Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads
@@ -23,7 +25,7 @@ import (
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
 // webhook with reinvocationPolicy IfNeeded asks for it.
-func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, dynamic Dynamic) (admission.Interface, error) {
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
@@ -33,6 +35,8 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("ServiceAccount", NewServiceAccount())
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
+	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
+	static("StorageObjectInUseProtection", StorageObjectInUseProtection{})
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
@@ -42,7 +46,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "DefaultTolerationSeconds",
-		mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
+		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).

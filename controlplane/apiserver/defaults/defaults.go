@@ -24,6 +24,7 @@ import (
 // Register adds the defaulting functions to s.
 func Register(s *runtime.Scheme) {
 	registerAdmissionRegistration(s)
+	registerStorage(s)
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
 		b := o.(*rbacv1.RoleBinding)
 		Binding(&b.RoleRef, b.Subjects)

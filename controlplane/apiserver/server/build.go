@@ -22,6 +22,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,6 +68,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/storage"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/satoken"
 	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
@@ -175,6 +177,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, nil, err
 	}
 	merge(plainCore)
+	volumes, err := storage.Core(getter)
+	if err != nil {
+		return nil, nil, err
+	}
+	merge(volumes)
+	storageClasses, err := storage.Group(getter)
+	if err != nil {
+		return nil, nil, err
+	}
 	rcs, err := replicationcontroller.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -243,10 +254,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 			return nil, err
 		}
 		return obj.(*corev1.Namespace), nil
-	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds, admission.Dynamic{
-		Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
-		Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
-	}); err != nil {
+	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds,
+		rbacInformers.Storage().V1().StorageClasses().Lister(), admission.Dynamic{
+			Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
+			Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
+		}); err != nil {
 		return nil, nil, err
 	}
 
@@ -277,8 +289,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
-		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
-		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
+		storagev1.GroupName: storageClasses,
+		eventsv1.GroupName:  events.NewStorage(core["events"].(*store.REST)),
+		rbacv1.GroupName:    rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage

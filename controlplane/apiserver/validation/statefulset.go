@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -16,10 +18,9 @@ import (
 // serviceName a DNS-1123 label when set; the selector matching the template's labels; a template with
 // restartPolicy Always and no activeDeadlineSeconds.
 //
-// nodekit serves no PersistentVolumeClaims, so a non-empty spec.volumeClaimTemplates is refused (the
-// claims would never exist and the pods would never start), and so is a
-// persistentVolumeClaimRetentionPolicy other than Retain/Retain (Delete would promise to delete claims
-// that nothing creates); Retain, the default, asks for nothing.
+// Each volumeClaimTemplate is a claim spec (PersistentVolumeClaimSpec) under a DNS-label name, unique,
+// and its name is a volume the template's containers may mount (the controller adds it to each pod);
+// persistentVolumeClaimRetentionPolicy is Retain or Delete.
 func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 	errs := Name(&ss.ObjectMeta, apivalidation.NameIsDNSLabel)
 	s := &ss.Spec
@@ -32,9 +33,18 @@ func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 			[]string{string(appsv1.OrderedReadyPodManagement), string(appsv1.ParallelPodManagement)}))
 	}
 	errs = append(errs, statefulSetUpdateStrategy(s.UpdateStrategy, specPath.Child("updateStrategy"))...)
-	if len(s.VolumeClaimTemplates) > 0 {
-		errs = append(errs, field.Forbidden(specPath.Child("volumeClaimTemplates"),
-			"PersistentVolumeClaims are not served yet by this cluster, so claims from volumeClaimTemplates could never be created; use a StatefulSet without volumeClaimTemplates (e.g. emptyDir or hostPath volumes in the template)"))
+	names := map[string]bool{}
+	for i := range s.VolumeClaimTemplates {
+		t := &s.VolumeClaimTemplates[i]
+		tp := specPath.Child("volumeClaimTemplates").Index(i)
+		for _, msg := range apivalidation.NameIsDNSLabel(t.Name, false) {
+			errs = append(errs, field.Invalid(tp.Child("metadata", "name"), t.Name, msg))
+		}
+		if names[t.Name] {
+			errs = append(errs, field.Duplicate(tp.Child("metadata", "name"), t.Name))
+		}
+		names[t.Name] = true
+		errs = append(errs, PersistentVolumeClaimSpec(&t.Spec, tp.Child("spec"))...)
 	}
 	if p := s.PersistentVolumeClaimRetentionPolicy; p != nil {
 		pp := specPath.Child("persistentVolumeClaimRetentionPolicy")
@@ -43,12 +53,10 @@ func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 			val  appsv1.PersistentVolumeClaimRetentionPolicyType
 		}{{"whenDeleted", p.WhenDeleted}, {"whenScaled", p.WhenScaled}} {
 			switch v.val {
-			case "", appsv1.RetainPersistentVolumeClaimRetentionPolicyType:
-			case appsv1.DeletePersistentVolumeClaimRetentionPolicyType:
-				errs = append(errs, field.Forbidden(pp.Child(v.name),
-					"Delete acts on PersistentVolumeClaims, which are not served yet by this cluster; only Retain is accepted"))
+			case "", appsv1.RetainPersistentVolumeClaimRetentionPolicyType, appsv1.DeletePersistentVolumeClaimRetentionPolicyType:
 			default:
-				errs = append(errs, field.NotSupported(pp.Child(v.name), v.val, []string{string(appsv1.RetainPersistentVolumeClaimRetentionPolicyType)}))
+				errs = append(errs, field.NotSupported(pp.Child(v.name), v.val, []string{string(appsv1.RetainPersistentVolumeClaimRetentionPolicyType),
+					string(appsv1.DeletePersistentVolumeClaimRetentionPolicyType)}))
 			}
 		}
 	}
@@ -68,7 +76,18 @@ func StatefulSet(ss *appsv1.StatefulSet) field.ErrorList {
 			errs = append(errs, field.Invalid(specPath.Child("serviceName"), s.ServiceName, msg))
 		}
 	}
-	errs = append(errs, workload(s.Replicas, s.Selector, &s.Template)...)
+	tmpl := &s.Template
+	if len(s.VolumeClaimTemplates) > 0 {
+		// the pods get a volume per template (replacing a template volume of the same name)
+		tmpl = tmpl.DeepCopy()
+		for _, t := range s.VolumeClaimTemplates {
+			if !slices.ContainsFunc(tmpl.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == t.Name }) {
+				tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: t.Name}}})
+			}
+		}
+	}
+	errs = append(errs, workload(s.Replicas, s.Selector, tmpl)...)
 	tp := specPath.Child("template", "spec")
 	if s.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(tp.Child("restartPolicy"), s.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))

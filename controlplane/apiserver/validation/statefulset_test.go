@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,8 +37,8 @@ func TestStatefulSetDefaults(t *testing.T) {
 	}
 }
 
-// TestStatefulSetValidation: each bad field is refused with its path; volumeClaimTemplates and a
-// Delete retention policy are refused because no PersistentVolumeClaims are served.
+// TestStatefulSetValidation: each bad field is refused with its path; the
+// volumeClaimTemplates' claim specs are validated as claims (a Block template is refused).
 func TestStatefulSetValidation(t *testing.T) {
 	if errs := StatefulSet(validSet()); len(errs) != 0 {
 		t.Fatalf("valid set refused: %v", errs)
@@ -67,11 +68,20 @@ func TestStatefulSetValidation(t *testing.T) {
 		{"spec.ordinals.start", field.ErrorTypeInvalid, func(s *appsv1.StatefulSet) { s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: -1} }},
 		{"spec.template.spec.restartPolicy", field.ErrorTypeNotSupported, func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever }},
 		{"spec.template.spec.activeDeadlineSeconds", field.ErrorTypeForbidden, func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](5) }},
-		{"spec.volumeClaimTemplates", field.ErrorTypeForbidden, func(s *appsv1.StatefulSet) {
-			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+		{"spec.volumeClaimTemplates[0].spec.resources.requests[storage]", field.ErrorTypeRequired, func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}}
 		}},
-		{"spec.persistentVolumeClaimRetentionPolicy.whenDeleted", field.ErrorTypeForbidden, func(s *appsv1.StatefulSet) {
-			s.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+		{"spec.volumeClaimTemplates[0].spec.volumeMode", field.ErrorTypeForbidden, func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					VolumeMode: ptr.To(corev1.PersistentVolumeBlock),
+					Resources:  corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}}
+		}},
+		{"spec.volumeClaimTemplates[0].metadata.name", field.ErrorTypeInvalid, func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "Data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}}
 		}},
 		{"spec.persistentVolumeClaimRetentionPolicy.whenScaled", field.ErrorTypeNotSupported, func(s *appsv1.StatefulSet) {
 			s.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled = "Keep"

@@ -103,8 +103,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 	}
 	for _, e := range c.registry.List() {
 		switch e.GroupResource() {
-		case quota.ClaimsResource, v1.Resource("resourcequotas"):
-			continue // claims are not served (none ever changes); quotas are handled above
+		case v1.Resource("resourcequotas"):
+			continue // handled above
 		}
 		inf, err := factory.ForResource(e.GroupResource().WithVersion("v1"))
 		if err != nil {

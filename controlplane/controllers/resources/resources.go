@@ -15,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,13 +126,14 @@ func listMeta[T metav1.Object, L runtime.Object](ctx context.Context, tc typed[T
 }
 
 var (
-	core   = v1.SchemeGroupVersion
-	apps   = appsv1.SchemeGroupVersion
-	disco  = discoveryv1.SchemeGroupVersion
-	coord  = coordinationv1.SchemeGroupVersion
-	batch  = batchv1.SchemeGroupVersion
-	policy = policyv1.SchemeGroupVersion
-	rbac   = rbacv1.SchemeGroupVersion
+	core    = v1.SchemeGroupVersion
+	apps    = appsv1.SchemeGroupVersion
+	disco   = discoveryv1.SchemeGroupVersion
+	coord   = coordinationv1.SchemeGroupVersion
+	batch   = batchv1.SchemeGroupVersion
+	policy  = policyv1.SchemeGroupVersion
+	rbac    = rbacv1.SchemeGroupVersion
+	storage = storagev1.SchemeGroupVersion
 )
 
 // All returns the kinds of nodekit's bundled API server, workloads first (so a namespace's
@@ -235,6 +237,13 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().ServiceAccounts().Informer()
 			}),
+		kind(core.WithKind("PersistentVolumeClaim"), "persistentvolumeclaims", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.PersistentVolumeClaim, *v1.PersistentVolumeClaimList] {
+				return c.CoreV1().PersistentVolumeClaims(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().PersistentVolumeClaims().Informer()
+			}),
 		kind(coord.WithKind("Lease"), "leases", true,
 			func(c kubernetes.Interface, ns string) typed[*coordinationv1.Lease, *coordinationv1.LeaseList] {
 				return c.CoordinationV1().Leases(ns)
@@ -295,6 +304,20 @@ func All() []Kind {
 			func(c kubernetes.Interface, _ string) typed[*v1.Node, *v1.NodeList] { return c.CoreV1().Nodes() },
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().Nodes().Informer()
+			}),
+		kind(core.WithKind("PersistentVolume"), "persistentvolumes", false,
+			func(c kubernetes.Interface, _ string) typed[*v1.PersistentVolume, *v1.PersistentVolumeList] {
+				return c.CoreV1().PersistentVolumes()
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().PersistentVolumes().Informer()
+			}),
+		kind(storage.WithKind("StorageClass"), "storageclasses", false,
+			func(c kubernetes.Interface, _ string) typed[*storagev1.StorageClass, *storagev1.StorageClassList] {
+				return c.StorageV1().StorageClasses()
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Storage().V1().StorageClasses().Informer()
 			}),
 		kind(core.WithKind("Namespace"), "namespaces", false,
 			func(c kubernetes.Interface, _ string) typed[*v1.Namespace, *v1.NamespaceList] {

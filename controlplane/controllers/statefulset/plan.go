@@ -114,6 +114,7 @@ func newPod(in *input, ord int) *v1.Pod {
 	pod.Labels[appsv1.ControllerRevisionHashLabelKey] = rev.name
 	pod.Spec.Hostname = pod.Name
 	pod.Spec.Subdomain = in.set.Spec.ServiceName
+	addClaimVolumes(in.set, pod, ord)
 	return pod
 }
 

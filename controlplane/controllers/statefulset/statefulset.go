@@ -11,8 +11,11 @@
 // adopted, owned pods that stop matching are released; the controller never touches pods another
 // controller owns.
 //
-// The set's volumeClaimTemplates are refused by the API server (no PersistentVolumeClaims are served),
-// so the controller creates no claims.
+// volumeClaimTemplates: before a pod is created, its claims <template>-<set>-<ordinal> are created from
+// the templates (labelled with the selector's labels) and the pod's volume of each template names its
+// claim; claims are never deleted by the controller, but persistentVolumeClaimRetentionPolicy sets
+// their owner references for the garbage collector: whenDeleted=Delete makes the set their owner,
+// whenScaled=Delete makes a condemned pod the owner of its claims before the pod is deleted.
 package statefulset
 
 import (
@@ -49,6 +52,7 @@ type Controller struct {
 	sets      appslisters.StatefulSetLister
 	revLister appslisters.ControllerRevisionLister
 	pods      corelisters.PodLister
+	claims    corelisters.PersistentVolumeClaimLister
 	exp       *expectations.Expectations
 	recorder  *events.Recorder
 	now       func() time.Time
@@ -63,6 +67,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 		sets:      factory.Apps().V1().StatefulSets().Lister(),
 		revLister: factory.Apps().V1().ControllerRevisions().Lister(),
 		pods:      factory.Core().V1().Pods().Lister(),
+		claims:    factory.Core().V1().PersistentVolumeClaims().Lister(),
 		exp:       expectations.New(),
 		recorder:  events.New(client, "statefulset-controller"),
 		now:       time.Now,
@@ -131,9 +136,10 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	in.pods, in.now = pods, c.now()
 	p := decide(in)
-	var syncErr error
+	// claims' owners follow the retention policy before a condemned pod goes
+	syncErr := c.syncClaimOwners(ctx, set, pods)
 	if c.exp.Satisfied(key) {
-		syncErr = c.apply(ctx, key, set, p)
+		syncErr = errors.Join(syncErr, c.apply(ctx, key, set, p))
 	}
 	if err := history.Cleanup(ctx, c.client, set.Spec.RevisionHistoryLimit, revs, pods, in.current.revision, in.update.revision); err != nil {
 		syncErr = errors.Join(syncErr, err)
@@ -230,6 +236,11 @@ func (c *Controller) apply(ctx context.Context, key string, set *appsv1.Stateful
 	c.exp.Expect(key, len(p.create), len(p.delete))
 	var errs []error
 	for _, pod := range p.create {
+		if err := c.createClaims(ctx, set, ordinalOf(set, pod)); err != nil {
+			c.exp.Observe(key, true)
+			errs = append(errs, err)
+			continue
+		}
 		_, err := c.client.CoreV1().Pods(set.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// a pod of that name is still terminating or not in the cache yet: the next sync sees it

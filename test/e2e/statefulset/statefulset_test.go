@@ -189,23 +189,24 @@ func webSet(replicas int32) *appsv1.StatefulSet {
 // TestStatefulSet: a set of 3 comes up one pod at a time in ordinal order with stable names and
 // identity; a deleted pod comes back under its name; a rolling update with partition 1 replaces web-2
 // then web-1 and leaves web-0; scaling to 1 through /scale removes web-2 then web-1; deleting the set
-// removes its pods; and a set with volumeClaimTemplates is refused.
+// removes its pods; and a set with a Block volumeClaimTemplate is refused.
 func TestStatefulSet(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
 	rec := watchPods(t, c.client, "app=web")
 	start := time.Now()
 
-	// volumeClaimTemplates: refused with the field path, nothing stored.
+	// a raw Block volumeClaimTemplate: refused with the field path, nothing stored (the claims of
+	// volumeClaimTemplates are tested in test/e2e/storage).
 	bad := webSet(1)
 	bad.Name = "claims"
 	bad.Spec.VolumeClaimTemplates = []v1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-		Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		Spec: v1.PersistentVolumeClaimSpec{AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, VolumeMode: ptr.To(v1.PersistentVolumeBlock),
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}}}}
 	_, err := c.client.AppsV1().StatefulSets(ns).Create(ctx, bad, metav1.CreateOptions{})
 	var se *apierrors.StatusError
-	if !apierrors.IsInvalid(err) || !asStatus(err, &se) || se.ErrStatus.Code != 422 || !hasCause(se, "spec.volumeClaimTemplates", "PersistentVolumeClaims are not served") {
-		t.Fatalf("create with volumeClaimTemplates: want 422 on spec.volumeClaimTemplates, got %v", err)
+	if !apierrors.IsInvalid(err) || !asStatus(err, &se) || se.ErrStatus.Code != 422 || !hasCause(se, "spec.volumeClaimTemplates[0].spec.volumeMode", "Block") {
+		t.Fatalf("create with a Block volumeClaimTemplate: want 422 on spec.volumeClaimTemplates[0].spec.volumeMode, got %v", err)
 	}
 	if _, err := c.client.AppsV1().StatefulSets(ns).Get(ctx, "claims", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("refused set was stored: %v", err)

@@ -90,6 +90,11 @@ func (z Authorizer) Authorize(_ context.Context, a authorizer.Attributes) (autho
 				return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
 			}
 			return z.related(node, PersistentVolumeClaim, a)
+		case "persistentvolumes":
+			if verb != "get" || sub != "" {
+				return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
+			}
+			return z.related(node, PersistentVolume, a)
 		case "serviceaccounts":
 			if verb == "get" && sub == "" {
 				return z.readNamespaced(node, ServiceAccount, a)

@@ -17,6 +17,8 @@ const (
 	ConfigMap             Kind = "configmaps"
 	ServiceAccount        Kind = "serviceaccounts"
 	PersistentVolumeClaim Kind = "persistentvolumeclaims"
+	// PersistentVolume is reached through a claim a pod uses that is bound to it (claim → volume edge).
+	PersistentVolume Kind = "persistentvolumes"
 )
 
 // Ref is an object a pod refers to.
@@ -39,11 +41,26 @@ type Graph struct {
 	mu     sync.RWMutex
 	pods   map[types.NamespacedName]podVertex
 	byNode map[string]map[Ref]int
+	// volumes maps a claim to the volume it is bound to (spec.volumeName)
+	volumes map[types.NamespacedName]string
 }
 
 // NewGraph returns an empty graph.
 func NewGraph() *Graph {
-	return &Graph{pods: map[types.NamespacedName]podVertex{}, byNode: map[string]map[Ref]int{}}
+	return &Graph{pods: map[types.NamespacedName]podVertex{}, byNode: map[string]map[Ref]int{},
+		volumes: map[types.NamespacedName]string{}}
+}
+
+// SetClaim records the claim namespace/name bound to volume (spec.volumeName; "" forgets the edge).
+func (g *Graph) SetClaim(namespace, name, volume string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if volume == "" {
+		delete(g.volumes, key)
+		return
+	}
+	g.volumes[key] = volume
 }
 
 // AddPod records pod (replacing what was recorded under its namespace/name). A pod not bound to a node
@@ -101,9 +118,19 @@ func (g *Graph) PodOnNode(node, namespace, name string) bool {
 }
 
 // Reaches reports whether a pod bound to node refers to the object kind namespace/name.
+// A PersistentVolume (cluster-scoped: namespace "") is reached when a claim a pod on node uses is
+// bound to it.
 func (g *Graph) Reaches(node string, kind Kind, namespace, name string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
+	if kind == PersistentVolume {
+		for r, n := range g.byNode[node] {
+			if n > 0 && r.Kind == PersistentVolumeClaim && g.volumes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] == name {
+				return true
+			}
+		}
+		return false
+	}
 	return g.byNode[node][Ref{kind, namespace, name}] > 0
 }
 

@@ -89,3 +89,32 @@ func TestAuthorize(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeReach: a node reaches a PersistentVolume only while a pod bound to it uses a claim bound
+// to that volume; get only.
+func TestVolumeReach(t *testing.T) {
+	g := NewGraph()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{NodeName: "n1",
+		Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	g.AddPod(pod)
+	z := Authorizer{Graph: g}
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{user.NodesGroup}}
+	n2 := &user.DefaultInfo{Name: "system:node:n2", Groups: []string{user.NodesGroup}}
+	get := func(u user.Info, verb, pv string) authorizer.Decision {
+		d, _, _ := z.Authorize(context.Background(), authorizer.AttributesRecord{User: u, Verb: verb, Resource: "persistentvolumes", Name: pv, ResourceRequest: true})
+		return d
+	}
+	if get(n1, "get", "pv-1") != authorizer.DecisionNoOpinion {
+		t.Fatal("volume reachable before the claim is bound")
+	}
+	g.SetClaim("ns", "data", "pv-1")
+	if get(n1, "get", "pv-1") != authorizer.DecisionAllow || get(n2, "get", "pv-1") != authorizer.DecisionNoOpinion ||
+		get(n1, "get", "pv-2") != authorizer.DecisionNoOpinion || get(n1, "list", "") != authorizer.DecisionNoOpinion ||
+		get(n1, "update", "pv-1") != authorizer.DecisionNoOpinion {
+		t.Fatal("volume reach of the bound claim")
+	}
+	g.DeletePod("ns", "p")
+	if get(n1, "get", "pv-1") != authorizer.DecisionNoOpinion {
+		t.Fatal("volume reachable after its pod went")
+	}
+}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Populate feeds g from a pod informer over client (the API server's loopback client) until ctx ends,
+// Populate feeds g from pod and claim informers over client (the API server's loopback client) until ctx ends,
 // as upstream's graph populator: a pod is added when it is bound to a node and replaced on every change
 // that matters (binding, volumes, containers' env, service account), and removed when deleted. It
 // returns once the informer has synced (or ctx ended, with ctx's error).
@@ -40,14 +40,34 @@ func Populate(ctx context.Context, client kubernetes.Interface, g *Graph) error 
 	}); err != nil {
 		return fmt.Errorf("node authorizer: %w", err)
 	}
+	claims := f.Core().V1().PersistentVolumeClaims().Informer()
+	setClaim := func(obj any) {
+		if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+			g.SetClaim(c.Namespace, c.Name, c.Spec.VolumeName)
+		}
+	}
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    setClaim,
+		UpdateFunc: func(_, obj any) { setClaim(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+				g.SetClaim(c.Namespace, c.Name, "")
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("node authorizer: %w", err)
+	}
 	f.Start(ctx.Done())
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced, claims.HasSynced) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("node authorizer: pod informer did not sync within a minute")
+		return fmt.Errorf("node authorizer: pod and claim informers did not sync within a minute")
 	}
 	return nil
 }
