@@ -41,14 +41,16 @@ images: build
 	$(BIN) images build --out $(IMAGES_DIR)
 
 # What CI runs: the main leg (every package, on containerd 1.6 from apt), then the containerd 2.x leg
-# (containerd 2.x built into /var/cache/nodekit first when absent) and the race detector over the
-# unit-test packages. `make fuzz` (not in CI: a newly found input would make CI fail at random) fuzzes
+# (containerd 2.x built into /var/cache/nodekit first when absent), the race detector over the
+# unit-test packages, and the conformance subset (e2e.test and its images built into
+# /var/cache/nodekit/conformance first when absent: ~10 min on an idle machine, then cached). `make fuzz` (not in CI: a newly found input would make CI fail at random) fuzzes
 # every target; their seed corpora and kept crashers run as plain tests in the main leg.
 test: deps build
 	$(GO) vet ./...
 	$(GO) test $(GOTEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-containerd2
 	$(MAKE) --no-print-directory test-race
+	$(MAKE) --no-print-directory test-conformance
 
 # The race detector over the pure unit-test packages (those whose tests run no real containerd, etcd or
 # other child process; the e2e packages run real processes and are left to the plain leg).
