@@ -1,15 +1,17 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
-// NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of
-// the mutating phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins here: defaulting runs when the request
-// body is decoded (package defaults) and validation in each resource's strategy (package validation), as in
-// kube-apiserver.
+// NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionPolicy and
+// MutatingAdmissionWebhook (mutating, last of the mutating phase), ValidatingAdmissionPolicy and
+// ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins
+// here: defaulting runs when the request body is decoded (package defaults) and validation in each
+// resource's strategy (package validation), as in kube-apiserver.
 package admission
 
 import (
 	"io"
 
 	"k8s.io/apiserver/pkg/admission"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
@@ -19,7 +21,7 @@ import (
 // and dynamic what the webhook and policy plugins need. The plugins are in kube-apiserver's order
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
-// webhook with reinvocationPolicy IfNeeded asks for it.
+// webhook or policy with reinvocationPolicy IfNeeded asks for it.
 func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
@@ -28,6 +30,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
+	mutatingpolicy.Register(plugins)
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
@@ -36,7 +39,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
-		mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
+		mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).
