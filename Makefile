@@ -56,7 +56,7 @@ RACE_PKGS ?= ./internal/... ./kubelet/config/... ./kubelet/fieldpath/... ./kubel
 	./kubelet/podworkers/... ./kubelet/prober/... ./kubelet/server/... ./kubelet/servingcert/... ./kubelet/static/... \
 	./kubelet/status/... ./kubelet/volumes/... ./controlplane/controllers/... ./controlplane/scheduler/... \
 	./controlplane/jointoken/... ./controlplane/apiserver/authn/... ./controlplane/apiserver/authz/... \
-	./controlplane/apiserver/registry/... ./controlplane/apiserver/validation/... ./cni/config/... ./cni/ipam/... \
+	./controlplane/apiserver/registry/... ./controlplane/apiserver/validation/... ./controlplane/quota/... ./cni/config/... ./cni/ipam/... \
 	./cni/netconf/... ./cni/routes/... ./proxy/state/... ./proxy/conntrack/... ./runtime/cri/... ./crictl/ ./probes/... ./version/...
 test-race:
 	$(GO) test -race -count=1 -p 2 -timeout 15m $(RACE_PKGS)

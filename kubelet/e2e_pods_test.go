@@ -2,6 +2,7 @@ package kubelet_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -284,5 +285,31 @@ func TestResourcesAndSecurityContext(t *testing.T) {
 	}
 	if _, _, code := n.rt.Exec(t, criID(id), "touch", "/rootfs-write"); code == 0 {
 		t.Errorf("write to a readOnlyRootFilesystem succeeded")
+	}
+}
+
+// TestHostNetworkPod: a hostNetwork pod runs in the node's network (and UTS) namespace: it starts (the
+// sandbox asks for no hostname of its own, which the runtime would refuse without a private UTS
+// namespace), its pod IP is the node's InternalIP, it serves on the node's own ports (this harness's
+// node is the host's network namespace) and sees the node's hostname.
+func TestHostNetworkPod(t *testing.T) {
+	n := newNode(t, false)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	pod := n.demoPod("hostnet", "--port="+strconv.Itoa(port), "--grpc-port=0", "--udp-port=0")
+	pod.Spec.HostNetwork = true
+	n.create(pod)
+	p := n.waitPod("hostnet", 60*time.Second, "Running and Ready", func(p *v1.Pod) bool { return running(p) && ready(p) })
+	if p.Status.PodIP != fwagent.NodeIP || p.Status.HostIP != fwagent.NodeIP {
+		t.Fatalf("podIP %q hostIP %q, want both the node's InternalIP %s", p.Status.PodIP, p.Status.HostIP, fwagent.NodeIP)
+	}
+	body := containerd.HTTPGet(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/")
+	host, _ := os.Hostname()
+	if want := "pod=hostnet namespace=default ip=" + fwagent.NodeIP; !strings.Contains(body, want) || !strings.Contains(body, host) {
+		t.Fatalf("pod answered %q, want it to contain %q and the node's hostname %q", body, want, host)
 	}
 }

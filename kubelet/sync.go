@@ -213,6 +213,10 @@ func (k *Kubelet) SyncRemovedPod(ctx context.Context, pod *v1.Pod) error {
 // downward API sees the pod with its current pod and host IPs.
 func (k *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*kuberuntime.RunContainerOptions, error) {
 	p := pod.DeepCopy()
+	hosts := k.hostIPs(ctx)
+	if pod.Spec.HostNetwork && len(podIPs) == 0 {
+		podIPs = hosts // status.podIP(s) of a hostNetwork pod are the node's addresses
+	}
 	p.Status.PodIPs = nil
 	for _, ip := range podIPs {
 		p.Status.PodIPs = append(p.Status.PodIPs, v1.PodIP{IP: ip})
@@ -220,7 +224,6 @@ func (k *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, 
 	if len(podIPs) > 0 {
 		p.Status.PodIP = podIPs[0]
 	}
-	hosts := k.hostIPs(ctx)
 	p.Status.HostIPs = nil
 	for _, ip := range hosts {
 		p.Status.HostIPs = append(p.Status.HostIPs, v1.HostIP{IP: ip})

@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
 // ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher and ClusterRole aggregation controllers, each a small
+// CSR approving and signing, bootstrap token cleaner, bootstrap signer, root CA publisher, ClusterRole aggregation and resource quota controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -31,6 +31,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
+	"github.com/nodekit/nodekit/controlplane/controllers/resourcequota"
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/controllers/statefulset"
@@ -61,11 +62,13 @@ const (
 	Disruption            = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
+	// ResourceQuota computes ResourceQuotas' status.hard and status.used.
+	ResourceQuota = "resourcequota"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -102,6 +105,9 @@ type Options struct {
 	// lists beyond the built-in kinds (custom resources). When nil, those are left alone and both
 	// controllers say so in the log.
 	Metadata metadata.Interface
+	// ResourceQuotaSyncPeriod is how often the resource quota controller recalculates every quota in
+	// full (kube-controller-manager's --resource-quota-sync-period; default 5 min).
+	ResourceQuotaSyncPeriod time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -211,6 +217,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = disruption.New(client, factory, nil, log)
 		case ClusterRoleAggregation:
 			r, err = clusterroleaggregation.New(client, factory, log)
+		case ResourceQuota:
+			r, err = resourcequota.New(client, factory, opts.Metadata, opts.ResourceQuotaSyncPeriod, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

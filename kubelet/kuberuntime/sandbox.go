@@ -17,11 +17,13 @@ func PodLogsDir(root string, pod *v1.Pod) string {
 	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
 }
 
-// podHostname is the sandbox hostname: the node's for hostNetwork pods, else spec.hostname or the pod
-// name, truncated to 63 characters (a DNS label).
-func podHostname(pod *v1.Pod) (string, error) {
+// podHostname is the sandbox hostname: spec.hostname or the pod name, truncated to 63 characters (a
+// DNS label); none for hostNetwork pods, which share the node's UTS namespace and so its hostname (as
+// upstream's kubelet, which leaves PodSandboxConfig.hostname empty for them: a runtime refuses to set
+// a hostname without a private UTS namespace).
+func podHostname(pod *v1.Pod) string {
 	if pod.Spec.HostNetwork {
-		return os.Hostname()
+		return ""
 	}
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
@@ -30,16 +32,13 @@ func podHostname(pod *v1.Pod) (string, error) {
 	if len(h) > 63 {
 		h = h[:63]
 	}
-	return h, nil
+	return h
 }
 
 // sandboxConfig builds the CRI PodSandboxConfig: metadata with attempt, hostname, log directory, DNS,
 // hostPort mappings, labels/annotations, cgroup parent and namespace/security options.
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
-	hostname, err := podHostname(pod)
-	if err != nil {
-		return nil, fmt.Errorf("hostname: %w", err)
-	}
+	hostname := podHostname(pod)
 	dns, err := m.opts.Helper.GetPodDNS(pod)
 	if err != nil {
 		return nil, err

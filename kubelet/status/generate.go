@@ -43,7 +43,7 @@ type Input struct {
 // Generate computes the pod's API status from its runtime state: container statuses (state, last
 // state, restart count, exit code and reason, Ready/Started from Probe), phase (upstream's getPhase
 // rules), the conditions PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady and Ready,
-// pod and host IPs, start time and QoS class. A Succeeded or Failed phase is never left.
+// pod and host IPs (a hostNetwork pod's IPs are the host's), start time and QoS class. A Succeeded or Failed phase is never left.
 func Generate(in Input) v1.PodStatus {
 	pod, old, rs := in.Pod, in.Old, in.Runtime
 	now := metav1.NewTime(in.Now.Truncate(time.Second))
@@ -57,9 +57,13 @@ func Generate(in Input) v1.PodStatus {
 	if len(in.HostIPs) > 0 {
 		s.HostIP = in.HostIPs[0]
 	}
-	if len(rs.IPs) > 0 {
-		s.PodIP = rs.IPs[0]
-		for _, ip := range rs.IPs {
+	podIPs := rs.IPs
+	if pod.Spec.HostNetwork && len(podIPs) == 0 {
+		podIPs = in.HostIPs // a hostNetwork pod has the node's addresses, as upstream reports them
+	}
+	if len(podIPs) > 0 {
+		s.PodIP = podIPs[0]
+		for _, ip := range podIPs {
 			s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 		}
 	} else {

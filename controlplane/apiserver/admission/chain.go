@@ -2,9 +2,10 @@
 // storage, in kube-apiserver's order: NamespaceLifecycle, DefaultTolerationSeconds (mutating),
 // NodeRestriction, then k8s.io/apiserver's dynamic admission: MutatingAdmissionPolicy and
 // MutatingAdmissionWebhook (mutating, last of the mutating phase), ValidatingAdmissionPolicy and
-// ValidatingAdmissionWebhook (validating, last). Defaulting and per-kind validation are not plugins
-// here: defaulting runs when the request body is decoded (package defaults) and validation in each
-// resource's strategy (package validation), as in kube-apiserver.
+// ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's ResourceQuota (validating, last) with
+// the evaluators of controlplane/quota. Defaulting and per-kind validation are not plugins here:
+// defaulting runs when the request body is decoded (package defaults) and validation in each resource's
+// strategy (package validation), as in kube-apiserver.
 package admission
 
 import (
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 )
@@ -34,12 +36,13 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
+	resourcequota.Register(plugins)
 	inits, err := dynamic.initializers()
 	if err != nil {
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "DefaultTolerationSeconds", "NodeRestriction",
-		mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName, validating.PluginName}, noConfig{}, inits, nil)
+		mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).

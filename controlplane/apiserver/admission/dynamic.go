@@ -20,10 +20,12 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/compatibility"
+
+	"github.com/nodekit/nodekit/controlplane/quota"
 )
 
 // Dynamic is what the dynamic admission plugins (admission webhooks, MutatingAdmissionPolicy and
-// ValidatingAdmissionPolicy) need.
+// ValidatingAdmissionPolicy) and ResourceQuota (a client for status updates and the quota informer) need.
 // Informers must be started (after the server starts) for the plugins to become ready; until their
 // caches sync they refuse requests with "not yet ready to handle request", as in kube-apiserver.
 type Dynamic struct {
@@ -64,7 +66,20 @@ func (d Dynamic) initializers() (admission.PluginInitializers, error) {
 		d.EffectiveVersion, d.Stop, d.RESTMapper)
 	webhooks := webhookinit.NewPluginInitializer(
 		webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, d.Loopback, noop.NewTracerProvider()), resolver)
-	return admission.PluginInitializers{initializer.NewAPIServerIDInitializer("nodekit-apiserver"), generic, webhooks, excluded{}}, nil
+	return admission.PluginInitializers{initializer.NewAPIServerIDInitializer("nodekit-apiserver"), generic, webhooks, excluded{},
+		quotaConfiguration{}}, nil
+}
+
+// quotaConfiguration gives the ResourceQuota plugin nodekit's evaluators (controlplane/quota, shared
+// with the resource quota controller) and ignored resources. It runs after the generic initializer,
+// which sets the plugin's stop channel that SetQuotaConfiguration needs.
+type quotaConfiguration struct{}
+
+// Initialize implements admission.PluginInitializer.
+func (quotaConfiguration) Initialize(p admission.Interface) {
+	if w, ok := p.(initializer.WantsQuotaConfiguration); ok {
+		w.SetQuotaConfiguration(quota.Configuration(nil))
+	}
 }
 
 // excluded keeps the policy plugins off the review resources that are not stored (as kube-apiserver's

@@ -61,6 +61,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/policy"
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/replicationcontroller"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/resourcequota"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
@@ -169,6 +170,11 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		return nil, nil, err
 	}
 	merge(rcs)
+	quotas, err := resourcequota.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
+	merge(quotas)
 	saTokens.Live = &satoken.Objects{ServiceAccount: serviceAccountGetter(core["serviceaccounts"].(rest.Getter)), Pod: podGetter(podStore)}
 	bootstrapTokens := authn.BootstrapTokens{Secrets: secretsIn(core["secrets"].(rest.Getter), metav1.NamespaceSystem)}
 	if cfg.Authentication.Authenticator, err = authn.New(pool, opts.TokenFile, saTokens, bootstrapTokens); err != nil {

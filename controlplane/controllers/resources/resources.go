@@ -174,6 +174,13 @@ func All() []Kind {
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Apps().V1().ReplicaSets().Informer()
 			}),
+		kind(core.WithKind("ResourceQuota"), "resourcequotas", true,
+			func(c kubernetes.Interface, ns string) typed[*v1.ResourceQuota, *v1.ResourceQuotaList] {
+				return c.CoreV1().ResourceQuotas(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ResourceQuotas().Informer()
+			}),
 		kind(core.WithKind("ReplicationController"), "replicationcontrollers", true,
 			func(c kubernetes.Interface, ns string) typed[*v1.ReplicationController, *v1.ReplicationControllerList] {
 				return c.CoreV1().ReplicationControllers(ns)

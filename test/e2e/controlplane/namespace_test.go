@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -116,6 +117,10 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Client.CoreV1().ResourceQuotas(ns).Create(ctx, &v1.ResourceQuota{ObjectMeta: meta,
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourcePods: resource.MustParse("10")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	zero := int32(0)
 	if _, err := c.Client.CoreV1().ReplicationControllers(ns).Create(ctx, &v1.ReplicationController{ObjectMeta: meta,
 		Spec: v1.ReplicationControllerSpec{Replicas: &zero, Template: &v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
@@ -166,6 +171,10 @@ func TestNamespaceDeletionRemovesEveryNamespacedKind(t *testing.T) {
 		},
 		"replicationcontroller": func() error {
 			_, err := c.Client.CoreV1().ReplicationControllers(ns).Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
+		"resourcequota": func() error {
+			_, err := c.Client.CoreV1().ResourceQuotas(ns).Get(ctx, "x", metav1.GetOptions{})
 			return err
 		},
 		"podtemplate": func() error {

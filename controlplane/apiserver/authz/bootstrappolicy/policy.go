@@ -379,6 +379,11 @@ func controllerRoles() []rbacv1.ClusterRole {
 			rule("update").groups(core).res("replicationcontrollers/finalizers"),
 			rule("list", "watch", "patch", "create", "delete").groups(core).res("pods"),
 			eventsRule()),
+		c("resourcequota-controller",
+			// quota can count anything, so it lists and watches everything
+			rule("list", "watch").groups("*").res("*"),
+			rule("update").groups(core).res("resourcequotas/status"),
+			eventsRule()),
 		c("service-account-controller",
 			rule("create").groups(core).res("serviceaccounts"),
 			eventsRule()),
