@@ -1,8 +1,8 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
-// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds, DefaultStorageClass and
-// StorageObjectInUseProtection (mutating),
-// then k8s.io/apiserver's dynamic admission: MutatingAdmissionWebhook (mutating, last of the mutating
+// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds,
+// DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic
+// admission: MutatingAdmissionPolicy and MutatingAdmissionWebhook (mutating, last of the mutating
 // phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's
 // ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and
 // per-kind validation are not plugins here: defaulting runs when the request body is decoded (package
@@ -13,6 +13,7 @@ import (
 	"io"
 
 	"k8s.io/apiserver/pkg/admission"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
@@ -24,7 +25,7 @@ import (
 // and dynamic what the webhook and policy plugins need. The plugins are in kube-apiserver's order
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
-// webhook with reinvocationPolicy IfNeeded asks for it.
+// webhook or policy with reinvocationPolicy IfNeeded asks for it.
 func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
@@ -37,6 +38,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("NodeRestriction", nodeRestriction)
 	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
 	static("StorageObjectInUseProtection", StorageObjectInUseProtection{})
+	mutatingpolicy.Register(plugins)
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validating.Register(plugins)
@@ -46,7 +48,8 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "DefaultTolerationSeconds",
-		"DefaultStorageClass", "StorageObjectInUseProtection", mutating.PluginName, validatingpolicy.PluginName, validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
+		"DefaultStorageClass", "StorageObjectInUseProtection", mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName,
+		validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 
 // noConfig gives every plugin an empty configuration (no --admission-control-config-file).

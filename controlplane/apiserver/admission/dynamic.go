@@ -24,8 +24,8 @@ import (
 	"github.com/nodekit/nodekit/controlplane/quota"
 )
 
-// Dynamic is what the dynamic admission plugins (admission webhooks and ValidatingAdmissionPolicy) and
-// ResourceQuota (a client for status updates and the quota informer) need.
+// Dynamic is what the dynamic admission plugins (admission webhooks, MutatingAdmissionPolicy and
+// ValidatingAdmissionPolicy) and ResourceQuota (a client for status updates and the quota informer) need.
 // Informers must be started (after the server starts) for the plugins to become ready; until their
 // caches sync they refuse requests with "not yet ready to handle request", as in kube-apiserver.
 type Dynamic struct {
@@ -47,8 +47,8 @@ type Dynamic struct {
 	Stop <-chan struct{}
 }
 
-// initializers returns what k8s.io/apiserver's MutatingAdmissionWebhook, ValidatingAdmissionPolicy and
-// ValidatingAdmissionWebhook plugins are initialized with. Webhooks with clientConfig.service are called
+// initializers returns what k8s.io/apiserver's MutatingAdmissionPolicy, MutatingAdmissionWebhook,
+// ValidatingAdmissionPolicy and ValidatingAdmissionWebhook plugins are initialized with. Webhooks with clientConfig.service are called
 // on a ready endpoint of the service (the API server does not route ClusterIPs: kube-apiserver's
 // --enable-aggregator-routing), verified against the webhook's caBundle for the name
 // <service>.<namespace>.svc, and with no client credentials (no webhook kubeconfig).

@@ -35,6 +35,16 @@ func registerAdmissionRegistration(s *runtime.Scheme) {
 	s.AddTypeDefaultingFunc(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, func(o any) {
 		matchResources(o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec.MatchResources)
 	})
+	s.AddTypeDefaultingFunc(&admissionregistrationv1.MutatingAdmissionPolicy{}, func(o any) {
+		spec := &o.(*admissionregistrationv1.MutatingAdmissionPolicy).Spec
+		if spec.FailurePolicy == nil {
+			spec.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+		}
+		matchResources(spec.MatchConstraints)
+	})
+	s.AddTypeDefaultingFunc(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, func(o any) {
+		matchResources(o.(*admissionregistrationv1.MutatingAdmissionPolicyBinding).Spec.MatchResources)
+	})
 }
 
 // webhook defaults one webhook of a configuration: failurePolicy Fail, matchPolicy Equivalent, empty

@@ -293,19 +293,7 @@ var validationReasons = []string{string(metav1.StatusReasonUnauthorized), string
 func ValidatingAdmissionPolicy(vap *admissionregistrationv1.ValidatingAdmissionPolicy) field.ErrorList {
 	errs := Subdomain(&vap.ObjectMeta)
 	spec, p := &vap.Spec, field.NewPath("spec")
-	if pk := spec.ParamKind; pk != nil {
-		pp := p.Child("paramKind")
-		if pk.APIVersion == "" {
-			errs = append(errs, field.Required(pp.Child("apiVersion"), ""))
-		} else if gv, err := schema.ParseGroupVersion(pk.APIVersion); err != nil || gv.Version == "" {
-			errs = append(errs, field.Invalid(pp.Child("apiVersion"), pk.APIVersion, "must be group/version or version"))
-		}
-		if pk.Kind == "" {
-			errs = append(errs, field.Required(pp.Child("kind"), ""))
-		} else if msgs := utilvalidation.IsDNS1035Label(strings.ToLower(pk.Kind)); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(pp.Child("kind"), pk.Kind, strings.Join(msgs, ", ")))
-		}
-	}
+	errs = append(errs, paramKind(spec.ParamKind, p.Child("paramKind"))...)
 	if spec.MatchConstraints == nil {
 		errs = append(errs, field.Required(p.Child("matchConstraints"), ""))
 	} else {
@@ -324,24 +312,7 @@ func ValidatingAdmissionPolicy(vap *admissionregistrationv1.ValidatingAdmissionP
 		return append(errs, field.InternalError(p, err))
 	}
 	opts := plugincel.OptionalVariableDeclarations{HasParams: spec.ParamKind != nil, HasAuthorizer: true}
-	varNames := sets.New[string]()
-	for i, v := range spec.Variables {
-		vp := p.Child("variables").Index(i)
-		if v.Name == "" {
-			errs = append(errs, field.Required(vp.Child("name"), ""))
-		} else if !celIdentifier(v.Name) {
-			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, "must be a valid CEL identifier"))
-		} else if varNames.Has(v.Name) {
-			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
-		}
-		varNames.Insert(v.Name)
-		if v.Expression == "" {
-			errs = append(errs, field.Required(vp.Child("expression"), ""))
-			continue
-		}
-		r := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
-		errs = append(errs, celError(r, v.Expression, vp.Child("expression"))...)
-	}
+	errs = append(errs, variables(c, spec.Variables, opts, p.Child("variables"))...)
 	for i, v := range spec.Validations {
 		vp := p.Child("validations").Index(i)
 		if strings.TrimSpace(v.Expression) == "" {
@@ -426,13 +397,7 @@ func namedRule(r *admissionregistrationv1.NamedRuleWithOperations, p *field.Path
 func ValidatingAdmissionPolicyBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) field.ErrorList {
 	errs := Subdomain(&b.ObjectMeta)
 	spec, p := &b.Spec, field.NewPath("spec")
-	if spec.PolicyName == "" {
-		errs = append(errs, field.Required(p.Child("policyName"), ""))
-	} else {
-		for _, msg := range utilvalidation.IsDNS1123Subdomain(spec.PolicyName) {
-			errs = append(errs, field.Invalid(p.Child("policyName"), spec.PolicyName, msg))
-		}
-	}
+	errs = append(errs, policyName(spec.PolicyName, p.Child("policyName"))...)
 	ap := p.Child("validationActions")
 	if len(spec.ValidationActions) == 0 {
 		errs = append(errs, field.Required(ap, "at least one validation action is required"))
@@ -452,31 +417,94 @@ func ValidatingAdmissionPolicyBinding(b *admissionregistrationv1.ValidatingAdmis
 	if actions.Has(admissionregistrationv1.Deny) && actions.Has(admissionregistrationv1.Warn) {
 		errs = append(errs, field.Invalid(ap, spec.ValidationActions, "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"))
 	}
-	if pr := spec.ParamRef; pr != nil {
-		pp := p.Child("paramRef")
-		switch {
-		case pr.Name == "" && pr.Selector == nil:
-			errs = append(errs, field.Required(pp, "one of name or selector must be specified"))
-		case pr.Name != "" && pr.Selector != nil:
-			errs = append(errs, field.Forbidden(pp.Child("name"), "name and selector are mutually exclusive"))
-		}
-		if pr.Name != "" {
-			for _, msg := range utilvalidation.IsDNS1123Subdomain(pr.Name) {
-				errs = append(errs, field.Invalid(pp.Child("name"), pr.Name, msg))
-			}
-		}
-		if pr.Selector != nil {
-			errs = append(errs, metav1validation.ValidateLabelSelector(pr.Selector, metav1validation.LabelSelectorValidationOptions{}, pp.Child("selector"))...)
-		}
-		if pr.ParameterNotFoundAction == nil {
-			errs = append(errs, field.Required(pp.Child("parameterNotFoundAction"), ""))
-		} else {
-			errs = append(errs, oneOf(string(*pr.ParameterNotFoundAction), pp.Child("parameterNotFoundAction"),
-				string(admissionregistrationv1.AllowAction), string(admissionregistrationv1.DenyAction))...)
-		}
-	}
+	errs = append(errs, paramRef(spec.ParamRef, p.Child("paramRef"))...)
 	if spec.MatchResources != nil {
 		errs = append(errs, matchResources(spec.MatchResources, false, p.Child("matchResources"))...)
+	}
+	return errs
+}
+
+// policyName: a binding's policy, required, a DNS subdomain.
+func policyName(name string, p *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	return errs
+}
+
+// paramRef: name or selector (not both), parameterNotFoundAction Allow or Deny (nil: no params).
+func paramRef(pr *admissionregistrationv1.ParamRef, pp *field.Path) field.ErrorList {
+	if pr == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch {
+	case pr.Name == "" && pr.Selector == nil:
+		errs = append(errs, field.Required(pp, "one of name or selector must be specified"))
+	case pr.Name != "" && pr.Selector != nil:
+		errs = append(errs, field.Forbidden(pp.Child("name"), "name and selector are mutually exclusive"))
+	}
+	if pr.Name != "" {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(pr.Name) {
+			errs = append(errs, field.Invalid(pp.Child("name"), pr.Name, msg))
+		}
+	}
+	if pr.Selector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(pr.Selector, metav1validation.LabelSelectorValidationOptions{}, pp.Child("selector"))...)
+	}
+	if pr.ParameterNotFoundAction == nil {
+		errs = append(errs, field.Required(pp.Child("parameterNotFoundAction"), ""))
+	} else {
+		errs = append(errs, oneOf(string(*pr.ParameterNotFoundAction), pp.Child("parameterNotFoundAction"),
+			string(admissionregistrationv1.AllowAction), string(admissionregistrationv1.DenyAction))...)
+	}
+	return errs
+}
+
+// paramKind: apiVersion group/version or version, kind a DNS-1035 label when lowercased (nil: no params).
+func paramKind(pk *admissionregistrationv1.ParamKind, pp *field.Path) field.ErrorList {
+	if pk == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if pk.APIVersion == "" {
+		errs = append(errs, field.Required(pp.Child("apiVersion"), ""))
+	} else if gv, err := schema.ParseGroupVersion(pk.APIVersion); err != nil || gv.Version == "" {
+		errs = append(errs, field.Invalid(pp.Child("apiVersion"), pk.APIVersion, "must be group/version or version"))
+	}
+	if pk.Kind == "" {
+		errs = append(errs, field.Required(pp.Child("kind"), ""))
+	} else if msgs := utilvalidation.IsDNS1035Label(strings.ToLower(pk.Kind)); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(pp.Child("kind"), pk.Kind, strings.Join(msgs, ", ")))
+	}
+	return errs
+}
+
+// variables: names unique CEL identifiers, expressions compiled (and stored in c, so that later
+// expressions may use variables.<name>).
+func variables(c *plugincel.CompositedCompiler, vars []admissionregistrationv1.Variable, opts plugincel.OptionalVariableDeclarations, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, v := range vars {
+		vp := p.Index(i)
+		if v.Name == "" {
+			errs = append(errs, field.Required(vp.Child("name"), ""))
+		} else if !celIdentifier(v.Name) {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, "must be a valid CEL identifier"))
+		} else if names.Has(v.Name) {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		}
+		names.Insert(v.Name)
+		if v.Expression == "" {
+			errs = append(errs, field.Required(vp.Child("expression"), ""))
+			continue
+		}
+		r := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
+		errs = append(errs, celError(r, v.Expression, vp.Child("expression"))...)
 	}
 	return errs
 }

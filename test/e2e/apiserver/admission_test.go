@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,21 @@ func refused(msg string) func(*appsv1.Deployment, error) bool {
 	return func(_ *appsv1.Deployment, err error) bool { return err != nil && strings.Contains(err.Error(), msg) }
 }
 
+// mutatingPolicy is a MutatingAdmissionPolicy on apps/v1 deployments CREATE with the given mutations
+// (reinvocationPolicy Never).
+func mutatingPolicy(name string, mutations ...admissionregistrationv1.Mutation) *admissionregistrationv1.MutatingAdmissionPolicy {
+	return &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				}}}},
+			Mutations:          mutations,
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		}}
+}
+
 func testNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
@@ -152,7 +168,8 @@ func testNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, na
 // a validating webhook over HTTPS (caBundle verified) refuses one Deployment with its message and allows
 // another, and so does one called through clientConfig.service (an endpoint of the service, its
 // certificate verified for <service>.<namespace>.svc); failurePolicy Ignore and Fail when the webhook is down; a mutating webhook's JSONPatch is
-// stored; a policy refuses replicas 6 with its message; invalid configurations are 422 with the field
+// stored; a policy refuses replicas 6 with its message; a MutatingAdmissionPolicy's ApplyConfiguration
+// and JSONPatch mutations are stored on CREATE (and are in discovery); invalid configurations are 422 with the field
 // path; anonymous and unprivileged users get 403.
 func TestDynamicAdmission(t *testing.T) {
 	s := fw.Start(t, fw.Options{})
@@ -297,6 +314,112 @@ func TestDynamicAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("mutating admission policy", func(t *testing.T) {
+		// served and in discovery, as upstream's conformance specs look for them
+		res, err := c.Discovery().ServerResourcesForGroupVersion(admissionregistrationv1.SchemeGroupVersion.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		verbs := map[string]metav1.Verbs{}
+		for _, r := range res.APIResources {
+			verbs[r.Name] = r.Verbs
+		}
+		for _, name := range []string{"mutatingadmissionpolicies", "mutatingadmissionpolicybindings"} {
+			for _, v := range []string{"create", "get", "list", "watch", "patch", "update", "delete", "deletecollection"} {
+				if !slices.Contains(verbs[name], v) {
+					t.Errorf("discovery: %s verbs %v: want %s", name, verbs[name], v)
+				}
+			}
+		}
+		testNamespace(ctx, t, c, "map")
+		maps := c.AdmissionregistrationV1().MutatingAdmissionPolicies()
+		created, err := maps.Create(ctx, mutatingPolicy("add-label", admissionregistrationv1.Mutation{
+			PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+			ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+				Expression: `Object{metadata: Object.metadata{labels: {"mutated-by": "policy"}}}`}},
+			admissionregistrationv1.Mutation{PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: `[JSONPatch{op: "add", path: "/spec/replicas", value: object.spec.replicas + 1}]`}},
+		), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Spec.FailurePolicy == nil || *created.Spec.FailurePolicy != admissionregistrationv1.Fail ||
+			created.Spec.MatchConstraints.MatchPolicy == nil || *created.Spec.MatchConstraints.MatchPolicy != admissionregistrationv1.Equivalent {
+			t.Errorf("defaults: failurePolicy %v, matchPolicy %v: want Fail, Equivalent", created.Spec.FailurePolicy, created.Spec.MatchConstraints.MatchPolicy)
+		}
+		if _, err := c.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "add-label-map"},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "add-label",
+				MatchResources: &admissionregistrationv1.MatchResources{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"admission-test": "map"}}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		awaitCreate(ctx, t, c, "map", admissionDeployment("web", 2), func(d *appsv1.Deployment, err error) bool {
+			return err == nil && d.Labels["mutated-by"] == "policy"
+		})
+		stored, err := c.AppsV1().Deployments("map").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || stored.Labels["mutated-by"] != "policy" || stored.Labels["app"] != "web" || *stored.Spec.Replicas != 3 {
+			t.Fatalf("stored deployment labels %v replicas %v, %v: want app=web, mutated-by=policy, replicas 3", stored.Labels, stored.Spec.Replicas, err)
+		}
+		// the binding's namespace selector keeps the policy off other namespaces
+		other, err := c.AppsV1().Deployments("vwh").Create(ctx, admissionDeployment("unmutated", 2), metav1.CreateOptions{})
+		if err != nil || other.Labels["mutated-by"] != "" || *other.Spec.Replicas != 2 {
+			t.Fatalf("deployment outside the binding: labels %v, %v: want no mutation", other.Labels, err)
+		}
+		// collection operations, as the conformance specs use them
+		if err := c.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := maps.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := maps.List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+			t.Fatalf("after deletecollection: %v, %v", l, err)
+		}
+	})
+
+	t.Run("invalid mutating policies", func(t *testing.T) {
+		apply := admissionregistrationv1.Mutation{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+			ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: `Object{}`}}
+		for _, tc := range []struct {
+			name, field string
+			edit        func(p *admissionregistrationv1.MutatingAdmissionPolicy)
+		}{
+			{"no mutations", "spec.mutations", func(p *admissionregistrationv1.MutatingAdmissionPolicy) { p.Spec.Mutations = nil }},
+			{"bad patchType", "spec.mutations[0].patchType", func(p *admissionregistrationv1.MutatingAdmissionPolicy) { p.Spec.Mutations[0].PatchType = "Merge" }},
+			{"bad CEL", "spec.mutations[0].applyConfiguration.expression", func(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+				p.Spec.Mutations[0].ApplyConfiguration.Expression = "Object{"
+			}},
+			{"jsonPatch with ApplyConfiguration", "spec.mutations[0].jsonPatch", func(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+				p.Spec.Mutations[0].JSONPatch = &admissionregistrationv1.JSONPatch{Expression: "[]"}
+			}},
+			{"no reinvocationPolicy", "spec.reinvocationPolicy", func(p *admissionregistrationv1.MutatingAdmissionPolicy) { p.Spec.ReinvocationPolicy = "" }},
+			{"DELETE", "spec.matchConstraints.resourceRules[0].operations[0]", func(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+				p.Spec.MatchConstraints.ResourceRules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Delete}
+			}},
+			{"no matchConstraints", "spec.matchConstraints", func(p *admissionregistrationv1.MutatingAdmissionPolicy) { p.Spec.MatchConstraints = nil }},
+			{"paramKind without kind", "spec.paramKind.kind", func(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+				p.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "v1"}
+			}},
+		} {
+			p := mutatingPolicy("bad", *apply.DeepCopy())
+			tc.edit(p)
+			_, err := c.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("%s: want 422 naming %s, got %v", tc.name, tc.field, err)
+			}
+		}
+		_, err := c.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "bad-binding"},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+				ParamRef: &admissionregistrationv1.ParamRef{Name: "p"}},
+		}, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.policyName") || !strings.Contains(err.Error(), "spec.paramRef.parameterNotFoundAction") {
+			t.Errorf("bad binding: want 422 naming spec.policyName and spec.paramRef.parameterNotFoundAction, got %v", err)
+		}
+	})
+
 	t.Run("invalid configurations", func(t *testing.T) {
 		base := webhookFor("x", "https://127.0.0.1:1/", ca, admissionregistrationv1.Fail)
 		for _, tc := range []struct {
@@ -360,6 +483,10 @@ func TestDynamicAdmission(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "sneaky"}}, metav1.CreateOptions{})
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("%s creating a policy: want 403, got %v", name, err)
+			}
+			_, err = cl.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, mutatingPolicy("sneaky"), metav1.CreateOptions{})
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("%s creating a mutating policy: want 403, got %v", name, err)
 			}
 		}
 	})

@@ -1,8 +1,9 @@
 // Package admissionregistration is admissionregistration.k8s.io/v1, cluster-scoped:
 // validatingwebhookconfigurations, mutatingwebhookconfigurations, validatingadmissionpolicies (with
-// /status) and validatingadmissionpolicybindings. The admission chain (package admission) acts on them:
+// /status), validatingadmissionpolicybindings, mutatingadmissionpolicies and
+// mutatingadmissionpolicybindings. The admission chain (package admission) acts on them:
 // the webhook and policy plugins of k8s.io/apiserver watch these objects and call the webhooks or run the
-// policies' CEL validations. Validation is package validation's (field errors, CEL compiled on write).
+// policies' CEL validations and mutations. Validation is package validation's (field errors, CEL compiled on write).
 package admissionregistration
 
 import (
@@ -67,11 +68,40 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		Strategy: store.NewStrategy(false, false, func(o runtime.Object) field.ErrorList {
 			return validation.ValidatingAdmissionPolicyBinding(o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding))
 		}),
-		Table: bindingTable})
+		Table: bindingTable(func(o runtime.Object) (string, *admissionregistrationv1.ParamRef) {
+			b := o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+			return b.Spec.PolicyName, b.Spec.ParamRef
+		})})
+	if err != nil {
+		return nil, err
+	}
+	mapol, _, err := store.New(getter, store.Spec{Resource: gr("mutatingadmissionpolicies"), Singular: "mutatingadmissionpolicy",
+		Categories: []string{"api-extensions"},
+		NewFunc:    func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+		NewList:    func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyList{} },
+		Strategy: store.NewStrategy(false, false, func(o runtime.Object) field.ErrorList {
+			return validation.MutatingAdmissionPolicy(o.(*admissionregistrationv1.MutatingAdmissionPolicy))
+		}),
+		Table: mutatingPolicyTable})
+	if err != nil {
+		return nil, err
+	}
+	mapb, _, err := store.New(getter, store.Spec{Resource: gr("mutatingadmissionpolicybindings"), Singular: "mutatingadmissionpolicybinding",
+		Categories: []string{"api-extensions"},
+		NewFunc:    func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+		NewList:    func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBindingList{} },
+		Strategy: store.NewStrategy(false, false, func(o runtime.Object) field.ErrorList {
+			return validation.MutatingAdmissionPolicyBinding(o.(*admissionregistrationv1.MutatingAdmissionPolicyBinding))
+		}),
+		Table: bindingTable(func(o runtime.Object) (string, *admissionregistrationv1.ParamRef) {
+			b := o.(*admissionregistrationv1.MutatingAdmissionPolicyBinding)
+			return b.Spec.PolicyName, b.Spec.ParamRef
+		})})
 	if err != nil {
 		return nil, err
 	}
 	return map[string]rest.Storage{
+		"mutatingadmissionpolicies": mapol, "mutatingadmissionpolicybindings": mapb,
 		"validatingwebhookconfigurations": vwc, "mutatingwebhookconfigurations": mwc,
 		"validatingadmissionpolicies": vap, "validatingadmissionpolicies/status": vapStatus,
 		"validatingadmissionpolicybindings": vapb,
@@ -86,6 +116,7 @@ func webhooksTable(count func(runtime.Object) int) store.Table {
 	}
 }
 
+// policyTable is `kubectl get` of a ValidatingAdmissionPolicy: NAME, VALIDATIONS, PARAMKIND, AGE.
 var policyTable = store.Table{
 	Columns: []metav1.TableColumnDefinition{
 		store.Column("Validations", "the number of spec.validations"),
@@ -93,28 +124,47 @@ var policyTable = store.Table{
 	},
 	Cells: func(o runtime.Object) []any {
 		p := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
-		pk := "<unset>"
-		if p.Spec.ParamKind != nil {
-			pk = p.Spec.ParamKind.APIVersion + "/" + p.Spec.ParamKind.Kind
-		}
-		return []any{int64(len(p.Spec.Validations)), pk}
+		return []any{int64(len(p.Spec.Validations)), paramKindCell(p.Spec.ParamKind)}
 	},
 }
 
-var bindingTable = store.Table{
+// mutatingPolicyTable is `kubectl get` of a MutatingAdmissionPolicy: NAME, MUTATIONS, PARAMKIND, AGE.
+var mutatingPolicyTable = store.Table{
 	Columns: []metav1.TableColumnDefinition{
-		store.Column("PolicyName", "spec.policyName"),
-		store.Column("ParamRef", "spec.paramRef, or <unset>"),
+		store.Column("Mutations", "the number of spec.mutations"),
+		store.Column("ParamKind", "spec.paramKind, or <unset>"),
 	},
 	Cells: func(o runtime.Object) []any {
-		b := o.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
-		pr := "<unset>"
-		if b.Spec.ParamRef != nil {
-			pr = b.Spec.ParamRef.Namespace + "/" + b.Spec.ParamRef.Name
-			if b.Spec.ParamRef.Selector != nil {
-				pr = metav1.FormatLabelSelector(b.Spec.ParamRef.Selector)
-			}
-		}
-		return []any{b.Spec.PolicyName, pr}
+		p := o.(*admissionregistrationv1.MutatingAdmissionPolicy)
+		return []any{int64(len(p.Spec.Mutations)), paramKindCell(p.Spec.ParamKind)}
 	},
+}
+
+func paramKindCell(pk *admissionregistrationv1.ParamKind) string {
+	if pk == nil {
+		return "<unset>"
+	}
+	return pk.APIVersion + "/" + pk.Kind
+}
+
+// bindingTable is `kubectl get` of a policy binding: NAME, POLICYNAME, PARAMREF, AGE; spec returns the
+// binding's spec.policyName and spec.paramRef.
+func bindingTable(spec func(runtime.Object) (string, *admissionregistrationv1.ParamRef)) store.Table {
+	return store.Table{
+		Columns: []metav1.TableColumnDefinition{
+			store.Column("PolicyName", "spec.policyName"),
+			store.Column("ParamRef", "spec.paramRef, or <unset>"),
+		},
+		Cells: func(o runtime.Object) []any {
+			name, pr := spec(o)
+			ref := "<unset>"
+			if pr != nil {
+				ref = pr.Namespace + "/" + pr.Name
+				if pr.Selector != nil {
+					ref = metav1.FormatLabelSelector(pr.Selector)
+				}
+			}
+			return []any{name, ref}
+		},
+	}
 }
