@@ -15,7 +15,9 @@ import (
 // preferred), pod affinity and anti-affinity terms with matchLabelKeys/mismatchLabelKeys, and a
 // topology spread constraint with minDomains and both node inclusion policies.
 func schedulingPod() *corev1.Pod {
-	sel := func() *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}} }
+	sel := func() *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	}
 	honor, ignore := corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore
 	two := int32(2)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "web", "rev": "1"}}, Spec: corev1.PodSpec{
@@ -53,7 +55,9 @@ func schedulingPod() *corev1.Pod {
 func TestSchedulingFieldsValidation(t *testing.T) {
 	type spec = corev1.PodSpec
 	na := func(s *spec) *corev1.NodeAffinity { return s.Affinity.NodeAffinity }
-	paTerm := func(s *spec) *corev1.PodAffinityTerm { return &s.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0] }
+	paTerm := func(s *spec) *corev1.PodAffinityTerm {
+		return &s.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	}
 	antiTerm := func(s *spec) *corev1.WeightedPodAffinityTerm {
 		return &s.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0]
 	}
