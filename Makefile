@@ -25,7 +25,7 @@ LDFLAGS := $(foreach v,version.Version=$(VERSION) version.GitCommit=$(GIT_COMMIT
 	$(foreach v,gitVersion=$(VERSION) gitMajor=1 gitMinor=$(KUBE_MINOR) gitCommit=$(GIT_COMMIT) gitTreeState=$(GIT_TREE_STATE) \
 	buildDate=$(BUILD_DATE),-X k8s.io/component-base/version.$(v))
 
-.PHONY: all deps build images test test-race test-containerd2 containerd2 faults crictl-upstream-flags kube-proxy-upstream up bench conformance clean
+.PHONY: all deps build images test test-race test-containerd2 test-conformance containerd2 faults crictl-upstream-flags kube-proxy-upstream up bench conformance clean
 
 all: build
 
@@ -133,6 +133,11 @@ bench: deps build
 # SKIP, WALL_MINUTES, PROCS and more are read from the environment (docs/conformance.md).
 conformance: deps
 	hack/conformance/run.sh
+
+# The CI subset of the conformance suite: the specs of hack/conformance/ci-specs.txt (ones that pass
+# and are quick), each of which must pass.
+test-conformance: deps
+	SPECS_FILE=hack/conformance/ci-specs.txt STRICT=1 CHUNK=100 WALL_MINUTES=15 OUT=$(CURDIR)/_output/conformance-ci hack/conformance/run.sh
 
 clean:
 	rm -rf bin _output

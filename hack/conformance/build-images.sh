@@ -7,7 +7,7 @@
 #
 #   agnhost  k8s.io/kubernetes/test/images/agnhost (CGO_ENABLED=0, from build-tools.sh), plus
 #            Debian's busybox-static applets and, where upstream's image has Alpine's tools, this
-#            host's Debian bash, curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
+#            host's Debian bash (also as /bin/sh), curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
 #            and the same build under 2.55 (the previous tag, which image-update specs switch from)
 #   busybox  Debian's busybox-static with its applet links
 #   pause    nodekit's images/pause, built as 3.10.2
@@ -159,6 +159,9 @@ if ! have "$ref" || ! have "$e2e/agnhost:2.55"; then
 	mkdir -p "$d/uploads"
 	cp "$src/agnhost/porter/localhost.crt" "$src/agnhost/porter/localhost.key" "$d/"
 	host_bins "$d" bash=/bin/bash curl dig nslookup host nc.openbsd=/usr/bin/nc ip=/sbin/ip socat
+	# Debian's busybox-static runs its own applets before PATH (FEATURE_SH_STANDALONE): with it as
+	# /bin/sh, `sh -c 'nc -v …'` would get busybox's nc, not the openbsd one. bash is the shell here.
+	ln -sf bash "$d/bin/sh"
 	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$d/etc/passwd"
 	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$d/etc/group"
 	printf 'hosts: files dns\n' >"$d/etc/nsswitch.conf"
@@ -172,7 +175,8 @@ if ! have "$ref"; then
 	busybox_deb
 	d=$work/glibc-dns-testing
 	base_rootfs "$d"
-	host_bins "$d" dig nslookup host getent
+	host_bins "$d" bash=/bin/bash dig nslookup host getent
+	ln -sf bash "$d/bin/sh" # not busybox's sh, which would run its nslookup applet (see agnhost)
 	printf 'hosts: files dns\n' >"$d/etc/nsswitch.conf"
 	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --cmd sh --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		--source "debian:busybox-static + host debian bind9-dnsutils, libc-bin getent"

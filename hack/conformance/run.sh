@@ -4,6 +4,9 @@
 # JUnit and a summary under $OUT. See docs/conformance.md.
 #
 #   FOCUS, SKIP    ginkgo regexps selecting the specs (default: every [Conformance] spec, none skipped)
+#   SPECS_FILE     a file of spec full texts, one per line ('#' comments): exactly those specs
+#                  (FOCUS is ignored); every one must exist in the suite
+#   STRICT=1       exit 1 unless every selected spec passed (the CI subset)
 #   WALL_MINUTES   wall-time bound of the test run (default 600); specs not started by then are
 #                  reported "not run"
 #   CHUNK          specs per e2e.test process (default 10). A process that dies without its report
@@ -23,6 +26,8 @@ export KUBE_VERSION=${KUBE_VERSION:-1.37.2}
 export CACHE=${CACHE:-/var/cache/nodekit/conformance}
 OUT=${OUT:-$repo/_output/conformance}
 FOCUS=${FOCUS:-'\[Conformance\]'}
+SPECS_FILE=${SPECS_FILE:-}
+STRICT=${STRICT:-}
 SKIP=${SKIP:-}
 WALL_MINUTES=${WALL_MINUTES:-600}
 CHUNK=${CHUNK:-10}
@@ -85,10 +90,18 @@ kubectl version -o json >"$OUT/version.json" 2>/dev/null || true
 e2e_args=(--provider=local --kubeconfig="$kubeconfig" --kubectl-path="$tools/kubectl" --ginkgo.no-color
 	--disable-log-dump --dump-logs-on-failure=false --e2e-output-dir="$OUT/e2e")
 mkdir -p "$OUT/e2e"
+if [[ -n $SPECS_FILE ]]; then
+	grep -v -e '^#' -e '^$' "$SPECS_FILE" >"$OUT/wanted.txt"
+	FOCUS=$("$tools/report" focus <"$OUT/wanted.txt")
+fi
 "$tools/e2e.test" "${e2e_args[@]}" --ginkgo.dry-run --ginkgo.focus="$FOCUS" ${SKIP:+--ginkgo.skip="$SKIP"} \
 	--ginkgo.json-report="$OUT/dryrun.json" >"$OUT/dryrun.log" 2>&1
 "$tools/report" specs "$OUT/dryrun.json" >"$OUT/specs.tsv"
 log "$(wc -l <"$OUT/specs.tsv") specs selected ($(grep -c '^serial' "$OUT/specs.tsv" || true) [Serial])"
+if [[ -n $SPECS_FILE ]]; then
+	missing=$(cut -f2 "$OUT/specs.tsv" | grep -vxF -f - "$OUT/wanted.txt" || true)
+	[[ -z $missing ]] || { log "specs of $SPECS_FILE not in the suite: $missing"; exit 1; }
+fi
 
 wall_end=$((SECONDS + WALL_MINUTES * 60))
 n=0
@@ -142,3 +155,10 @@ shopt -s nullglob
 "$tools/report" summary -specs "$OUT/specs.tsv" -out "$OUT" -crashed "$OUT/crashed.tsv" \
 	-notrun "not run: the ${WALL_MINUTES}-minute wall-time bound was reached first" "$OUT"/chunks/*/junit.xml
 log "JUnit: $OUT/junit.xml, summary: $OUT/summary.txt"
+if [[ -n $STRICT ]]; then
+	read -r total passed < <(sed -n -E '1s/.*total ([0-9]+), passed ([0-9]+),.*/\1 \2/p' "$OUT/summary.txt")
+	if [[ -z $total || $passed != "$total" ]]; then
+		log "STRICT: ${passed:-?} of ${total:-?} specs passed (failures in $OUT/summary.txt)"
+		exit 1
+	fi
+fi
