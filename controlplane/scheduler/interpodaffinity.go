@@ -50,9 +50,10 @@ func (t *affinityTerm) matches(pod *v1.Pod, nsLabels labels.Set) bool {
 
 // selectorWithLabelKeys converts sel (nil selects nothing) and merges in, from podLabels, key In
 // (value) for every key of match and key NotIn (value) for every key of mismatch that podLabels
-// carries, as the upstream API server does for matchLabelKeys / mismatchLabelKeys at pod creation.
-// Merging again a selector the API server already merged adds identical requirements, which change
-// nothing.
+// carries, as the API server does for matchLabelKeys / mismatchLabelKeys at pod creation (nodekit's
+// pod strategy, as kube-apiserver's). Pods created by the API server arrive merged: merging again adds
+// identical requirements, which change nothing; pods stored before the API server merged, or created
+// by an API server that does not, are still scheduled right.
 func selectorWithLabelKeys(sel *metav1.LabelSelector, podLabels map[string]string, match, mismatch []string) (labels.Selector, error) {
 	if sel == nil {
 		return labels.Nothing(), nil

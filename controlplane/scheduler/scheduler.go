@@ -224,13 +224,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func podKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // responsibleFor reports whether pod waits for this scheduler: no node yet, this scheduler's name,
-// not being deleted, not finished.
+// no scheduling gates, not being deleted, not finished. A gated pod is kept out of the queue; the update
+// that removes its last gate makes it responsibleFor and queues it (onPodUpdate).
 func (s *Scheduler) responsibleFor(pod *v1.Pod) bool {
 	name := pod.Spec.SchedulerName
 	if name == "" {
 		name = DefaultSchedulerName
 	}
-	return pod.Spec.NodeName == "" && name == s.opts.SchedulerName && pod.DeletionTimestamp == nil &&
+	return pod.Spec.NodeName == "" && name == s.opts.SchedulerName && len(pod.Spec.SchedulingGates) == 0 && pod.DeletionTimestamp == nil &&
 		!podspec.IsTerminal(pod.Status.Phase)
 }
 

@@ -146,3 +146,43 @@ func TestPodAffinityWaiterRetriedWhenMatchingPodBinds(t *testing.T) {
 		t.Fatalf("web bound to %q, want n2 (the db's node)", p.Spec.NodeName)
 	}
 }
+
+// TestGatedPodWaitsForGateRemoval checks a pod with scheduling gates is left alone (not bound, no
+// status written) while a later pod is bound, and that the update removing its last gate queues it
+// at once (the retry interval here is an hour).
+func TestGatedPodWaitsForGateRemoval(t *testing.T) {
+	gated := pod("gated", "100m", "", func(p *v1.Pod) {
+		p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/a"}, {Name: "example.com/b"}}
+	})
+	client := fakeCluster(t, node("n1", "1", "4Gi"), gated)
+	pods := client.CoreV1().Pods("default")
+	if _, err := pods.Create(context.Background(), pod("later", "100m", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, client, "later", "binding", func(p *v1.Pod) bool { return p.Spec.NodeName == "n1" })
+
+	removeGate := func() *v1.Pod {
+		p, err := pods.Get(context.Background(), "gated", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" || scheduledCondition(p) != nil {
+			t.Fatalf("gated pod touched by the scheduler: nodeName %q, condition %+v", p.Spec.NodeName, scheduledCondition(p))
+		}
+		p.Spec.SchedulingGates = p.Spec.SchedulingGates[1:]
+		p, err = pods.Update(context.Background(), p, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// One gate left: still not scheduled. "probe" is created after the update, and bound, so the
+	// scheduler has seen the update by then.
+	removeGate()
+	if _, err := pods.Create(context.Background(), pod("probe", "100m", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, client, "probe", "binding", func(p *v1.Pod) bool { return p.Spec.NodeName == "n1" })
+	removeGate()
+	waitPod(t, client, "gated", "binding", func(p *v1.Pod) bool { return p.Spec.NodeName == "n1" })
+}

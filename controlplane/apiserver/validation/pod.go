@@ -15,13 +15,18 @@ import (
 
 func labelsSet(m map[string]string) labels.Set { return labels.Set(m) }
 
-// Pod validates a pod: name and spec.
+// Pod validates a pod: name and spec; a pod may not name a node while it has scheduling gates.
 func Pod(p *corev1.Pod) field.ErrorList {
-	return append(Subdomain(&p.ObjectMeta), PodSpec(&p.Spec, specPath)...)
+	errs := append(Subdomain(&p.ObjectMeta), PodSpec(&p.Spec, specPath)...)
+	if p.Spec.NodeName != "" && len(p.Spec.SchedulingGates) != 0 {
+		errs = append(errs, field.Forbidden(specPath.Child("nodeName"), "cannot be set until all schedulingGates have been cleared"))
+	}
+	return errs
 }
 
 // PodUpdate validates a pod update: most of the spec is immutable once created (image changes and
-// activeDeadlineSeconds/tolerations additions are allowed, as in Kubernetes); nodeName is set through binding.
+// activeDeadlineSeconds/tolerations additions and schedulingGates removals are allowed, as in Kubernetes);
+// nodeName is set through binding.
 func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 	errs := Pod(p)
 	mut := p.Spec.DeepCopy()
@@ -38,11 +43,13 @@ func PodUpdate(p, old *corev1.Pod) field.ErrorList {
 	mut.ActiveDeadlineSeconds = old.Spec.ActiveDeadlineSeconds
 	errs = append(errs, onlyAddedTolerations(p.Spec.Tolerations, old.Spec.Tolerations, specPath.Child("tolerations"))...)
 	mut.Tolerations = old.Spec.Tolerations
+	errs = append(errs, onlyDeletedSchedulingGates(p.Spec.SchedulingGates, old.Spec.SchedulingGates, specPath.Child("schedulingGates"))...)
+	mut.SchedulingGates = old.Spec.SchedulingGates
 	if old.Spec.NodeName == "" {
 		mut.NodeName = ""
 	}
 	if !apiequality.Semantic.DeepEqual(mut, &old.Spec) {
-		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions to existing tolerations)"))
+		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or `spec.schedulingGates` (only deletions)"))
 	}
 	return errs
 }
@@ -88,8 +95,8 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names
-// and sysctls.
+// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names,
+// sysctls, schedulingGates, affinity and topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -144,6 +151,9 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("nodeName"), s.NodeName, msg))
 		}
 	}
+	errs = append(errs, schedulingGates(s.SchedulingGates, p.Child("schedulingGates"))...)
+	errs = append(errs, affinity(s.Affinity, p.Child("affinity"))...)
+	errs = append(errs, topologySpreadConstraints(s.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))...)
 	return errs
 }
 

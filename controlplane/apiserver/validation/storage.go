@@ -178,36 +178,7 @@ func volumePath(s string, p *field.Path) field.ErrorList {
 	return nil
 }
 
-var selectorOps = sets.New(string(corev1.NodeSelectorOpIn), string(corev1.NodeSelectorOpNotIn), string(corev1.NodeSelectorOpExists),
-	string(corev1.NodeSelectorOpDoesNotExist), string(corev1.NodeSelectorOpGt), string(corev1.NodeSelectorOpLt))
 
-// nodeSelector checks a required node selector: at least one term, valid keys and operators, values as
-// the operator wants them.
-func nodeSelector(ns *corev1.NodeSelector, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	tp := p.Child("nodeSelectorTerms")
-	if len(ns.NodeSelectorTerms) == 0 {
-		return field.ErrorList{field.Required(tp, "must have at least one node selector term")}
-	}
-	for i, t := range ns.NodeSelectorTerms {
-		for j, r := range t.MatchExpressions {
-			rp := tp.Index(i).Child("matchExpressions").Index(j)
-			errs = append(errs, metav1validation.ValidateLabelName(r.Key, rp.Child("key"))...)
-			switch {
-			case !selectorOps.Has(string(r.Operator)):
-				errs = append(errs, field.NotSupported(rp.Child("operator"), r.Operator, sets.List(selectorOps)))
-			case (r.Operator == corev1.NodeSelectorOpIn || r.Operator == corev1.NodeSelectorOpNotIn) && len(r.Values) == 0:
-				errs = append(errs, field.Required(rp.Child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
-			case (r.Operator == corev1.NodeSelectorOpExists || r.Operator == corev1.NodeSelectorOpDoesNotExist) && len(r.Values) > 0:
-				errs = append(errs, field.Forbidden(rp.Child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-			}
-		}
-		if len(t.MatchFields) > 0 {
-			errs = append(errs, field.Forbidden(tp.Index(i).Child("matchFields"), "matchFields in a volume's node affinity are "+unsupportedByNodekit))
-		}
-	}
-	return errs
-}
 
 // PersistentVolume validates a core/v1 PersistentVolume: name, accessModes, capacity (storage only, > 0),
 // exactly one source and that one hostPath or local (a local volume needs spec.nodeAffinity), volumeMode
@@ -254,7 +225,14 @@ func PersistentVolume(pv *corev1.PersistentVolume) field.ErrorList {
 		if a.Required == nil {
 			errs = append(errs, field.Required(specPath.Child("nodeAffinity", "required"), "must specify required node constraints"))
 		} else {
-			errs = append(errs, nodeSelector(a.Required, specPath.Child("nodeAffinity", "required"))...)
+			rp := specPath.Child("nodeAffinity", "required")
+			errs = append(errs, nodeSelector(a.Required, rp)...)
+			for i, t := range a.Required.NodeSelectorTerms {
+				if len(t.MatchFields) > 0 {
+					errs = append(errs, field.Forbidden(rp.Child("nodeSelectorTerms").Index(i).Child("matchFields"),
+						"matchFields in a volume's node affinity are "+unsupportedByNodekit))
+				}
+			}
 		}
 	}
 	if r := pv.Spec.ClaimRef; r != nil {

@@ -51,6 +51,8 @@ func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection, au
 	s.PrepareCreateFn = func(_ context.Context, o runtime.Object) {
 		p := o.(*corev1.Pod)
 		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		setSchedulingGated(p)
+		mergeMatchLabelKeys(p)
 		p.Status.QOSClass = podspec.ComputeQOSClass(p)
 	}
 	s.GracefulDeleteFn = checkGracefulDelete
@@ -121,7 +123,7 @@ func (r *BindingREST) Destroy() {}
 var _ rest.NamedCreater = &BindingREST{}
 
 // Create binds pod name to binding.target.name: 409 Conflict if the pod is already bound or being deleted;
-// it sets the PodScheduled condition to True.
+// a pod with scheduling gates is refused (409) too; it sets the PodScheduled condition to True.
 func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	b, ok := obj.(*corev1.Binding)
 	if !ok {
@@ -160,6 +162,9 @@ func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 		if p.Spec.NodeName != "" {
 			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %s is already assigned to node %q", name, p.Spec.NodeName))
 		}
+		if len(p.Spec.SchedulingGates) != 0 {
+			return nil, apierrors.NewConflict(corev1.Resource("pods/binding"), name, fmt.Errorf("pod %s has non-empty .spec.schedulingGates", name))
+		}
 		p.Spec.NodeName = b.Target.Name
 		for k, v := range b.Annotations {
 			if p.Annotations == nil {
@@ -176,14 +181,15 @@ func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 	return &metav1.Status{Status: metav1.StatusSuccess, Code: 201}, nil
 }
 
+// setScheduled sets PodScheduled=True, dropping the reason and message of an earlier False (Unschedulable,
+// SchedulingGated).
 func setScheduled(p *corev1.Pod) {
-	now := metav1.Now()
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == corev1.PodScheduled {
-			p.Status.Conditions[i].Status = corev1.ConditionTrue
-			p.Status.Conditions[i].LastTransitionTime = now
+			p.Status.Conditions[i] = cond
 			return
 		}
 	}
-	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	p.Status.Conditions = append(p.Status.Conditions, cond)
 }
