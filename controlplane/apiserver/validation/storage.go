@@ -178,8 +178,6 @@ func volumePath(s string, p *field.Path) field.ErrorList {
 	return nil
 }
 
-
-
 // PersistentVolume validates a core/v1 PersistentVolume: name, accessModes, capacity (storage only, > 0),
 // exactly one source and that one hostPath or local (a local volume needs spec.nodeAffinity), volumeMode
 // Filesystem, reclaim policy, claimRef, storageClassName and nodeAffinity.
