@@ -129,7 +129,7 @@ func quotaSpec(spec *corev1.ResourceQuotaSpec, p *field.Path) field.ErrorList {
 // limited under it.
 func scope(s corev1.ResourceQuotaScope, hard corev1.ResourceList, p *field.Path) field.ErrorList {
 	if s == corev1.ResourceQuotaScopeVolumeAttributesClass {
-		return field.ErrorList{field.Invalid(p, s, "not implemented: nodekit serves no persistentvolumeclaims, so it has no VolumeAttributesClass scope")}
+		return field.ErrorList{field.Invalid(p, s, "not implemented: nodekit serves no volumeattributesclasses (storage.k8s.io), so it has no VolumeAttributesClass scope")}
 	}
 	if !sets.New(implementedScopes...).Has(s) {
 		return field.ErrorList{field.NotSupported(p, s, implementedScopes)}
