@@ -91,6 +91,10 @@ host_bins() {
 		mkdir -p "$d$(dirname "$dest")"
 		rm -f "$d$dest"
 		cp "$(readlink -f "$src")" "$d$dest"
+		# base_rootfs's /bin link of the busybox applet of that name leads to this program too.
+		if [[ $(readlink "$d/bin/${dest##*/}") == /bin/busybox ]]; then
+			ln -sf "$dest" "$d/bin/${dest##*/}"
+		fi
 		for lib in $(ldd "$src" | awk '/=> \//{print $3} /^\t\/lib/{print $1}'); do
 			real=$(readlink -f "$lib")
 			mkdir -p "$d$(dirname "$lib")" "$d$(dirname "$real")"
