@@ -7,7 +7,8 @@
 // PreferNoSchedule taints; upstream's default weights) and binds
 // the pod to the best through the pods/binding subresource. A pod no node fits gets
 // PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is tried
-// again when nodes or pods change. It talks only to the API server, through client-go informers
+// again when nodes or pods change. Pods are taken in spec.priority order, and a pod no node fits
+// preempts pods of lower priority (upstream's DefaultPreemption: see preemption.go). It talks only to the API server, through client-go informers
 // and a rate-limited work queue, like kube-scheduler.
 package scheduler
 
