@@ -101,18 +101,25 @@ func (ps *preemptionSim) fits(changed *nodeInfo) bool {
 // still lets the pod fit; the rest are the victims.
 func (ps *preemptionSim) selectVictims(ni *nodeInfo) *candidate {
 	prio := corev1helpers.PodPriority(ps.cc.pod.Pod)
-	sim := ni.clone()
-	var potential []*podInfo
+	var potential []string
 	for key, pi := range ni.Pods {
 		if corev1helpers.PodPriority(pi.Pod) < prio {
-			potential = append(potential, pi)
-			sim.removePod(key)
+			potential = append(potential, key)
 		}
 	}
-	if len(potential) == 0 || !ps.fits(sim) {
+	if len(potential) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(potential, func(a, b *podInfo) int {
+	sim := ni.clone()
+	lower := make([]*podInfo, 0, len(potential))
+	for _, key := range potential {
+		lower = append(lower, ni.Pods[key])
+		sim.removePod(key)
+	}
+	if !ps.fits(sim) {
+		return nil
+	}
+	slices.SortStableFunc(lower, func(a, b *podInfo) int {
 		if moreImportant(a.Pod, b.Pod) {
 			return -1
 		}
@@ -121,7 +128,7 @@ func (ps *preemptionSim) selectVictims(ni *nodeInfo) *candidate {
 		}
 		return 0
 	})
-	violating, nonViolating := splitByPDB(potential, ps.pdbs)
+	violating, nonViolating := splitByPDB(lower, ps.pdbs)
 	c := &candidate{node: ni.Node.Name}
 	reprieve := func(pi *podInfo) bool {
 		key := podKey(pi.Pod)
