@@ -95,6 +95,13 @@ type Config struct {
 	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
 	// disables them.
 	ProxyHealthzAddr string
+	// ComponentsDir is the directory of component process records (internal/components) the kubelet
+	// publishes as mirror pods in kube-system (kubelet/processpods) and serves the logs of; the agent
+	// writes its own service proxy's record (kube-proxy) there, the proxy then also logging to
+	// Paths().ProxyLog (--components-dir). A server on the same data dir writes etcd's, the API server's,
+	// the scheduler's and the controller manager's. Empty: none (Default(); `nodekit agent` defaults it to
+	// Paths().Components).
+	ComponentsDir string
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -158,6 +165,10 @@ type Paths struct {
 	// Storage holds the local-path PersistentVolumes of this node, one directory per volume
 	// (<DataDir>/storage, published as the Node's localpath.NodeDirAnnotation).
 	Storage string
+	// Components is the component process records directory of the node (<DataDir>/components, the
+	// server's too on a shared data dir); ProxyLog the service proxy's own log file
+	// (<DataDir>/logs/kube-proxy.log), written when ComponentsDir is set.
+	Components, ProxyLog string
 }
 
 // Paths returns the layout of c's data dir, with the explicit directories (RootDir, CNIBinDir,
@@ -180,6 +191,8 @@ func (c Config) Paths() Paths {
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 		Storage:     filepath.Join(c.DataDir, localpath.DirName),
+		Components:  filepath.Join(c.DataDir, "components"),
+		ProxyLog:    filepath.Join(c.DataDir, "logs", "kube-proxy.log"),
 	}
 	p.ContainerdLog = filepath.Join(p.Containerd, "containerd.log")
 	p.ContainerdSocket = containerd.SocketPath(p.Containerd)

@@ -258,8 +258,8 @@ func MirrorPod(p *v1.Pod, nodeUID types.UID) *v1.Pod {
 
 // syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans. The pods on
 // this node are listed once (by spec.nodeName, the only pod list the Node authorizer grants a node; a
-// node may not get a pod by name before it exists); orphans are the mirror pods among them and the
-// mirrors this Source created earlier whose static pod is gone.
+// node may not get a pod by name before it exists); orphans are the file-source mirror pods among them
+// and the mirrors this Source created earlier whose static pod is gone.
 func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	if s.nodeUID == "" {
 		n, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
@@ -293,7 +293,8 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 		orphans[key] = true
 	}
 	for key, p := range onNode {
-		if isMirror(p) {
+		// Mirror pods of other sources (the component processes' pods, kubelet/processpods) are theirs.
+		if isMirror(p) && p.Annotations[ConfigSourceAnnotation] == FileSource {
 			orphans[key] = true
 		}
 	}
