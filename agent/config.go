@@ -95,13 +95,12 @@ type Config struct {
 	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
 	// disables them.
 	ProxyHealthzAddr string
-	// ComponentsDir is the directory of component process records (internal/components) the kubelet
-	// publishes as mirror pods in kube-system (kubelet/processpods) and serves the logs of; the agent
-	// writes its own service proxy's record (kube-proxy) there, the proxy then also logging to
-	// Paths().ProxyLog (--components-dir). A server on the same data dir writes etcd's, the API server's,
-	// the scheduler's and the controller manager's. Empty: none (Default(); `nodekit agent` defaults it to
-	// Paths().Components).
-	ComponentsDir string
+	// ComponentPods makes the kubelet publish the component process records of Paths().Components
+	// (internal/components) as mirror pods in kube-system (kubelet/processpods) and serve their logs;
+	// the agent writes its own service proxy's record (kube-proxy) there, the proxy then also logging to
+	// Paths().ProxyLog (--component-pods, default true). A server on the same data dir writes etcd's, the
+	// API server's, the scheduler's and the controller manager's.
+	ComponentPods bool
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -140,6 +139,7 @@ func Default() Config {
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
 		GoMemoryLimit:    DefaultGoMemoryLimit,
 		ProxyHealthzAddr: DefaultProxyHealthzAddr,
+		ComponentPods:    true,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }
@@ -167,7 +167,7 @@ type Paths struct {
 	Storage string
 	// Components is the component process records directory of the node (<DataDir>/components, the
 	// server's too on a shared data dir); ProxyLog the service proxy's own log file
-	// (<DataDir>/logs/kube-proxy.log), written when ComponentsDir is set.
+	// (<DataDir>/logs/kube-proxy.log), written with ComponentPods.
 	Components, ProxyLog string
 }
 

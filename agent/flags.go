@@ -28,7 +28,7 @@ const (
 	FlagToken            = "token"
 	FlagCAHash           = "ca-hash"
 	FlagDisableProxy     = "disable-proxy"
-	FlagComponentsDir    = "components-dir"
+	FlagComponentPods    = "component-pods"
 	FlagProxyMode        = "proxy-mode"
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
 	FlagGoMemoryLimit    = "go-memory-limit"
@@ -38,7 +38,6 @@ const (
 // Flags is a Config bound to a flag set by BindFlags.
 type Flags struct {
 	cfg     *Config
-	fs      *pflag.FlagSet
 	kubelet *kubeletconfig.Flags
 }
 
@@ -66,9 +65,8 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.ProxyHealthzAddr, FlagProxyHealthzAddr, c.ProxyHealthzAddr, "host:port of the proxy's /healthz and /livez (kube-proxy's --healthz-bind-address); empty disables")
 	fs.StringVar(&c.GoMemoryLimit, FlagGoMemoryLimit, c.GoMemoryLimit, "the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit; a quantity such as 64Mi): "+
 		"the garbage collector runs harder near it instead of letting the heap double; empty or 0: none; $GOMEMLIMIT, when set, wins")
-	fs.StringVar(&c.ComponentsDir, FlagComponentsDir, c.ComponentsDir, "component process records (etcd, kube-apiserver, ... written by a server on this host, kube-proxy by this agent) the kubelet publishes as mirror pods in kube-system "+
-		"(default <data-dir>/components; an empty value: none)")
-	return &Flags{cfg: c, fs: fs, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
+	fs.BoolVar(&c.ComponentPods, FlagComponentPods, c.ComponentPods, "publish the component processes recorded in <data-dir>/components (etcd, kube-apiserver, ... by a server on this data dir; kube-proxy by this agent) as mirror pods in kube-system, with their logs")
+	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
 }
 
 // Config returns the bound configuration once the flags are parsed, with Kubelet resolved
@@ -81,9 +79,6 @@ func (f *Flags) Config() (Config, error) {
 	}
 	c := *f.cfg
 	c.KubeletConfigFile, c.Kubelet = f.kubelet.ConfigFile, *kc
-	if fl := f.fs.Lookup(FlagComponentsDir); fl != nil && !fl.Changed {
-		c.ComponentsDir = c.Paths().Components
-	}
 	return c, nil
 }
 

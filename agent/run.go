@@ -245,8 +245,8 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	}
 	defer closeProxyLog()
 	var procPods *processpods.Pods
-	if a.cfg.ComponentsDir != "" {
-		if procPods, err = processpods.New(processpods.Config{Dir: a.cfg.ComponentsDir, NodeName: a.nodeName, Client: a.client, Logger: a.log}); err != nil {
+	if a.cfg.ComponentPods {
+		if procPods, err = processpods.New(processpods.Config{Dir: a.paths.Components, NodeName: a.nodeName, Client: a.client, Logger: a.log}); err != nil {
 			return err
 		}
 	}
@@ -312,14 +312,14 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 }
 
 // newProxy makes the service proxy for the node (nil with DisableProxy). It logs through
-// slog.Default(); with ComponentsDir set, also to Paths().ProxyLog, and the agent records the proxy as
+// slog.Default(); with ComponentPods, also to Paths().ProxyLog, and the agent records the proxy as
 // the kube-proxy component (the agent's own process) there. The returned func closes that log file.
 func (a *agent) newProxy() (*proxy.Proxier, func(), error) {
 	nop := func() {}
 	if a.cfg.DisableProxy {
 		slog.Info("service proxy disabled (--"+FlagDisableProxy+")", "node", a.nodeName)
-		if a.cfg.ComponentsDir != "" {
-			if err := components.Remove(a.cfg.ComponentsDir, components.Proxy); err != nil {
+		if a.cfg.ComponentPods {
+			if err := components.Remove(a.paths.Components, components.Proxy); err != nil {
 				slog.Warn("component record not removed", "component", components.Proxy, "err", err)
 			}
 		}
@@ -329,14 +329,14 @@ func (a *agent) newProxy() (*proxy.Proxier, func(), error) {
 		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS,
 		HealthzAddr: a.cfg.ProxyHealthzAddr}
 	closeLog := nop
-	if a.cfg.ComponentsDir != "" {
+	if a.cfg.ComponentPods {
 		fh, f, err := logging.OpenFile(a.paths.ProxyLog, "info")
 		if err != nil {
 			return nil, nop, fmt.Errorf("service proxy log file: %w", err)
 		}
 		closeLog = func() { f.Close() }
 		pc.Logger = slog.New(slog.NewMultiHandler(slog.Default().Handler(), fh))
-		if _, err := components.Started(a.cfg.ComponentsDir, components.Proxy, os.Getpid(), time.Now(), os.Args, a.paths.ProxyLog); err != nil {
+		if _, err := components.Started(a.paths.Components, components.Proxy, os.Getpid(), time.Now(), os.Args, a.paths.ProxyLog); err != nil {
 			slog.Warn("component record not written", "component", components.Proxy, "err", err)
 		}
 	}

@@ -404,8 +404,6 @@ func (c *Cluster) agentConfig(kubeconfig string) agent.Config {
 	a.ProxyHealthzAddr, a.KubeletConfigFile = cfg.ProxyHealthzAddr, cfg.KubeletConfig
 	a.Kubelet.Address, a.Kubelet.Port, a.Kubelet.PodLogsDir = cfg.KubeletAddress, int32(cfg.KubeletPort), cfg.PodLogsDir
 	cfg.kubeletDNS(&a)
-	// The server shares the data dir: the kubelet publishes its components as kube-system mirror pods.
-	a.ComponentsDir = a.Paths().Components
 	return a
 }
 
