@@ -268,24 +268,23 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if px != nil {
 		g.Go(func() error { return px.Run(gctx) })
 	}
-	if procPods != nil {
-		g.Go(func() error {
-			select { // mirror pods need the Node (their owner)
-			case <-ns.Registered():
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			return procPods.Run(gctx)
-		})
-	}
+	// The mirror pod sources (static pods, component processes) start once the Node, their pods'
+	// owner, is registered.
+	var mirrorSources []func(context.Context) error
 	if src != nil {
+		mirrorSources = append(mirrorSources, src.Run)
+	}
+	if procPods != nil {
+		mirrorSources = append(mirrorSources, procPods.Run)
+	}
+	for _, run := range mirrorSources {
 		g.Go(func() error {
-			select { // mirror pods need the Node (their owner)
+			select {
 			case <-ns.Registered():
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			return src.Run(gctx)
+			return run(gctx)
 		})
 	}
 	if kc.ServerTLSBootstrap && kc.TLSCertFile == "" {

@@ -28,23 +28,17 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/components"
+	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/version"
 )
 
 // Source is the config.source annotation of these mirror pods (upstream's sources are file, http, api).
 const Source = "process"
-
-// Annotations shared with upstream's static pods.
-const (
-	configSource = "kubernetes.io/config.source"
-	configHash   = "kubernetes.io/config.hash"
-)
 
 // ContainerIDPrefix is the scheme of the containerID of a process pod's container: process://<pid>.
 const ContainerIDPrefix = "process://"
@@ -167,7 +161,7 @@ func (s *Pods) Sync(ctx context.Context) error {
 		}
 	}
 	for name, p := range existing {
-		if !want[name] && p.Annotations[configSource] == Source {
+		if !want[name] && p.Annotations[static.ConfigSourceAnnotation] == Source {
 			if err := s.delete(ctx, p); err != nil {
 				out = append(out, err)
 			}
@@ -182,7 +176,7 @@ func (s *Pods) syncOne(ctx context.Context, r components.Record, want, m *v1.Pod
 	case m == nil:
 	case m.Annotations[v1.MirrorPodAnnotationKey] == "":
 		return fmt.Errorf("mirror pod %s: a pod that is not a mirror pod holds the name", key)
-	case m.DeletionTimestamp == nil && m.Annotations[configHash] == want.Annotations[configHash] &&
+	case m.DeletionTimestamp == nil && m.Annotations[static.ConfigHashAnnotation] == want.Annotations[static.ConfigHashAnnotation] &&
 		apiequality.Semantic.DeepEqual(m.OwnerReferences, want.OwnerReferences):
 	default:
 		if err := s.delete(ctx, m); err != nil {
@@ -211,13 +205,10 @@ func (s *Pods) syncOne(ctx context.Context, r components.Record, want, m *v1.Pod
 	return nil
 }
 
-// delete deletes mirror pod m immediately (grace period 0, preconditioned on its UID).
+// delete deletes mirror pod m (static.DeleteMirror) and logs it.
 func (s *Pods) delete(ctx context.Context, m *v1.Pod) error {
-	grace := int64(0)
-	uid := m.UID
-	err := s.cfg.Client.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete mirror pod %s/%s: %w", m.Namespace, m.Name, err)
+	if err := static.DeleteMirror(ctx, s.cfg.Client, m); err != nil {
+		return err
 	}
 	s.log.Info("mirror pod deleted", "pod", m.Namespace+"/"+m.Name)
 	return nil
@@ -248,7 +239,7 @@ func MirrorPod(r components.Record, node string, nodeUID types.UID) *v1.Pod {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s", node, r.Name, strings.Join(r.Command, "\x00"))
 	hash := hex.EncodeToString(h.Sum(nil))[:32]
-	p.Annotations = map[string]string{configSource: Source, configHash: hash, v1.MirrorPodAnnotationKey: hash}
+	p.Annotations = map[string]string{static.ConfigSourceAnnotation: Source, static.ConfigHashAnnotation: hash, v1.MirrorPodAnnotationKey: hash}
 	return p
 }
 
