@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -162,8 +164,8 @@ func schedulerLoop(kubeconfig string, so scheduler.Options) (*loop, error) {
 }
 
 // controllerManagerLoop returns the controller manager on its own kubeconfig (identity
-// system:kube-controller-manager), with a metadata client on that identity (the namespace controller
-// deletes custom resources with it).
+// system:kube-controller-manager), with metadata, dynamic and CRD clients on that identity (the
+// namespace controller deletes custom resources with the metadata client).
 func controllerManagerLoop(kubeconfig string, co controllers.Options) (*loop, error) {
 	client, cfg, err := clientFor(kubeconfig)
 	if err != nil {
@@ -172,6 +174,14 @@ func controllerManagerLoop(kubeconfig string, co controllers.Options) (*loop, er
 	if co.Metadata, err = metadata.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("control loops: metadata client for %s: %w", kubeconfig, err)
 	}
+	if co.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("control loops: dynamic client for %s: %w", kubeconfig, err)
+	}
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("control loops: CRD client for %s: %w", kubeconfig, err)
+	}
+	co.CRDs = crds.CustomResourceDefinitions()
 	return &loop{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }}, nil
 }
 
