@@ -2,7 +2,7 @@
 # Installs, idempotently and quietly, what a nodekit node and nodekit's tests need on Debian 12 / Ubuntu:
 # containerd, runc, the CNI reference plugins (a benchmark peer and fallback), iptables, nft (tests read the
 # nftables proxy mode's table with it), conntrack, ipset,
-# iproute2, ping and jq (docs/labs), etcdctl, kubectl (Debian's kubernetes-client, unless a kubectl is already installed), and the
+# iproute2, ping, jq and dig (docs/labs, README's DNS check), etcdctl, kubectl (Debian's kubernetes-client, unless a kubectl is already installed), and the
 # linters the tests run on hack/ (shellcheck, ruby -c, systemd-analyze verify).
 # Safe to rerun: it does nothing and prints nothing when everything is present.
 set -euo pipefail
@@ -34,6 +34,7 @@ declare -A want=(
 	[nsenter]=util-linux
 	[ping]=iputils-ping
 	[jq]=jq
+	[dig]=bind9-dnsutils
 )
 # files -> Debian package
 declare -A want_files=(
