@@ -96,7 +96,8 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 }
 
 // PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names,
-// sysctls, schedulingGates, affinity and topologySpreadConstraints.
+// sysctls, runtimeClassName (a DNS subdomain), overhead (non-negative), schedulingGates, affinity and
+// topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -149,6 +150,16 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if s.NodeName != "" {
 		for _, msg := range apivalidation.NameIsDNSSubdomain(s.NodeName, false) {
 			errs = append(errs, field.Invalid(p.Child("nodeName"), s.NodeName, msg))
+		}
+	}
+	if s.RuntimeClassName != nil {
+		for _, msg := range apivalidation.NameIsDNSSubdomain(*s.RuntimeClassName, false) {
+			errs = append(errs, field.Invalid(p.Child("runtimeClassName"), *s.RuntimeClassName, msg))
+		}
+	}
+	for name, q := range s.Overhead {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("overhead").Key(string(name)), q.String(), "must be greater than or equal to 0"))
 		}
 	}
 	errs = append(errs, schedulingGates(s.SchedulingGates, p.Child("schedulingGates"))...)
