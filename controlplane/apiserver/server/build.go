@@ -305,8 +305,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: networkingStorage, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
 		storagev1.GroupName: storageClasses, nodev1.GroupName: runtimeClasses,
-		eventsv1.GroupName:  events.NewStorage(core["events"].(*store.REST)),
-		rbacv1.GroupName:    rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
+		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
+		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
