@@ -211,15 +211,11 @@ func Ingress(ing, old *networkingv1.Ingress) field.ErrorList {
 			errs = append(errs, ingressHost(h, tp.Child("hosts").Index(j), false)...)
 		}
 		if t.SecretName != "" {
-			for _, msg := range apivalidation.NameIsDNSSubdomain(t.SecretName, false) {
-				errs = append(errs, field.Invalid(tp.Child("secretName"), t.SecretName, msg))
-			}
+			errs = append(errs, dnsSubdomain(t.SecretName, tp.Child("secretName"))...)
 		}
 	}
 	if s.IngressClassName != nil {
-		for _, msg := range apivalidation.NameIsDNSSubdomain(*s.IngressClassName, false) {
-			errs = append(errs, field.Invalid(specPath.Child("ingressClassName"), *s.IngressClassName, msg))
-		}
+		errs = append(errs, dnsSubdomain(*s.IngressClassName, specPath.Child("ingressClassName"))...)
 	}
 	return errs
 }
@@ -276,15 +272,7 @@ func ingressBackend(b *networkingv1.IngressBackend, p *field.Path) field.ErrorLi
 	case b.Resource != nil && b.Service != nil:
 		return field.ErrorList{field.Invalid(p, "", "cannot set both resource and service backends")}
 	case b.Resource != nil:
-		r := b.Resource
-		rp := p.Child("resource")
-		if r.APIGroup != nil {
-			for _, msg := range validation.IsDNS1123Subdomain(*r.APIGroup) {
-				errs = append(errs, field.Invalid(rp.Child("apiGroup"), *r.APIGroup, msg))
-			}
-		}
-		errs = append(errs, pathSegment(r.Kind, rp.Child("kind"))...)
-		errs = append(errs, pathSegment(r.Name, rp.Child("name"))...)
+		errs = append(errs, typedReference(b.Resource.APIGroup, b.Resource.Kind, b.Resource.Name, p.Child("resource"))...)
 	case b.Service != nil:
 		sp := p.Child("service")
 		if b.Service.Name == "" {
@@ -311,6 +299,17 @@ func ingressBackend(b *networkingv1.IngressBackend, p *field.Path) field.ErrorLi
 		errs = append(errs, field.Invalid(p, "", "resource or service backend is required"))
 	}
 	return errs
+}
+
+// typedReference checks a reference to an object of another API (an Ingress's resource backend, an
+// IngressClass's parameters): an optional DNS-subdomain apiGroup, a kind and a name that are path segments.
+func typedReference(apiGroup *string, kind, name string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if apiGroup != nil {
+		errs = append(errs, dnsSubdomain(*apiGroup, p.Child("apiGroup"))...)
+	}
+	errs = append(errs, pathSegment(kind, p.Child("kind"))...)
+	return append(errs, pathSegment(name, p.Child("name"))...)
 }
 
 // pathSegment requires s and checks it can be a path segment (not "." or "..", no "/" or "%").
@@ -371,13 +370,7 @@ func IngressClass(ic, old *networkingv1.IngressClass) field.ErrorList {
 		return errs
 	}
 	pp := specPath.Child("parameters")
-	if params.APIGroup != nil {
-		for _, msg := range validation.IsDNS1123Subdomain(*params.APIGroup) {
-			errs = append(errs, field.Invalid(pp.Child("apiGroup"), *params.APIGroup, msg))
-		}
-	}
-	errs = append(errs, pathSegment(params.Kind, pp.Child("kind"))...)
-	errs = append(errs, pathSegment(params.Name, pp.Child("name"))...)
+	errs = append(errs, typedReference(params.APIGroup, params.Kind, params.Name, pp)...)
 	switch {
 	case params.Scope == nil:
 		errs = append(errs, field.Required(pp.Child("scope"), ""))

@@ -153,9 +153,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	if s.RuntimeClassName != nil {
-		for _, msg := range apivalidation.NameIsDNSSubdomain(*s.RuntimeClassName, false) {
-			errs = append(errs, field.Invalid(p.Child("runtimeClassName"), *s.RuntimeClassName, msg))
-		}
+		errs = append(errs, dnsSubdomain(*s.RuntimeClassName, p.Child("runtimeClassName"))...)
 	}
 	for name, q := range s.Overhead {
 		if q.Sign() < 0 {
@@ -314,6 +312,15 @@ func probePort(port intstr.IntOrString, p *field.Path, c *corev1.Container) fiel
 		}
 	}
 	return field.ErrorList{field.Invalid(p, port.StrVal, "must be the name of a container port")}
+}
+
+// dnsSubdomain checks that s is a DNS-1123 subdomain (an object name's rule for most kinds).
+func dnsSubdomain(s string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(s) {
+		errs = append(errs, field.Invalid(p, s, msg))
+	}
+	return errs
 }
 
 func dnsLabel(s string, p *field.Path) field.ErrorList {
