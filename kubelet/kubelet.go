@@ -139,12 +139,17 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		}
 	}
 	runtime := k.cfg.Metrics.InstrumentRuntime(k.cfg.Runtime)
+	svcFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields))
+	k.services = svcFactory.Core().V1().Services().Lister()
+	runtimeClasses := svcFactory.Node().V1().RuntimeClasses()
+	classes := runtimeClasses.Lister()
 	rm, err := kuberuntime.New(ctx, kuberuntime.Options{
 		Runtime: runtime, Images: k.cfg.Metrics.InstrumentImages(k.cfg.Images), Recorder: k.recorderOrDefault(ctx), Helper: k,
 		PodLogsDir: k.cfg.PodLogsDir, PodContainerDir: k.podContainerDir, CgroupRoot: k.cfg.CgroupRoot, CgroupDriver: k.cfg.CgroupDriver,
 		CrashLoopBackOff: k.cfg.CrashLoopBackOff, MaxCrashLoopBackOff: k.cfg.MaxCrashLoopBackOff,
 		ImagePullBackOff: k.cfg.ImagePullBackOff, MaxImagePullBackOff: k.cfg.MaxImagePullBackOff,
 		SerializeImagePulls: k.cfg.SerializeImagePulls, MaxPerPodContainer: k.cfg.MaxPerPodContainer, Log: k.log,
+		RuntimeHandler: func(pod *v1.Pod) (string, error) { return runtimeHandler(classes, pod) },
 	})
 	if err != nil {
 		return fmt.Errorf("kubelet: runtime: %w", err)
@@ -160,8 +165,6 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
 	defer k.workers.Wait()
 
-	svcFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields))
-	k.services = svcFactory.Core().V1().Services().Lister()
 	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
@@ -188,7 +191,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	podFactory.Start(ctx.Done())
 	defer svcFactory.Shutdown()
 	defer podFactory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, svcFactory.Core().V1().Services().Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, svcFactory.Core().V1().Services().Informer().HasSynced,
+		runtimeClasses.Informer().HasSynced) {
 		return nil
 	}
 	k.log.Info("kubelet pod sync started", "runtime", rm.RuntimeName(), "podLogsDir", k.cfg.PodLogsDir, "rootDir", k.cfg.RootDir)

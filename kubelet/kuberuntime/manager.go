@@ -63,7 +63,11 @@ type Options struct {
 	SerializeImagePulls                   bool
 	// MaxPerPodContainer dead instances of each container are kept by garbage collection.
 	MaxPerPodContainer int
-	Log                *slog.Logger
+	// RuntimeHandler returns the CRI runtime handler of the pod's spec.runtimeClassName (its RuntimeClass's
+	// handler; "" for the runtime's default when the pod names none), or an error when the class does
+	// not exist. nil means every pod runs under the default handler.
+	RuntimeHandler func(pod *v1.Pod) (string, error)
+	Log            *slog.Logger
 }
 
 // Manager is the runtime manager. It is safe for concurrent use by the pod workers (one call per pod at

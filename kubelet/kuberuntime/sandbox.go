@@ -88,17 +88,24 @@ func sysctls(pod *v1.Pod) map[string]string {
 	return out
 }
 
-// createSandbox makes the log directory and runs the sandbox; it returns the sandbox ID and config.
+// createSandbox makes the log directory and runs the sandbox under the pod's runtime handler (see
+// Options.RuntimeHandler); it returns the sandbox ID and config.
 func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, *runtimeapi.PodSandboxConfig, error) {
 	cfg, err := m.sandboxConfig(pod, attempt)
 	if err != nil {
 		return "", nil, err
 	}
+	handler := ""
+	if m.opts.RuntimeHandler != nil {
+		if handler, err = m.opts.RuntimeHandler(pod); err != nil {
+			return "", nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, fmt.Errorf("pod log directory: %w", err)
 	}
 	m.creating.RLock()
-	resp, err := m.opts.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	resp, err := m.opts.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	m.creating.RUnlock()
 	if err != nil {
 		return "", nil, fmt.Errorf("RunPodSandbox: %w", err)

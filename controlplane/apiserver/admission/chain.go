@@ -2,7 +2,8 @@
 // storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
 // ServiceAccount (default account, token volume), NodeRestriction, Priority (pods' spec.priority from
 // their PriorityClass; one globalDefault class), DefaultTolerationSeconds,
-// DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic
+// DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass (mutating and validating) and
+// DefaultIngressClass (mutating), then k8s.io/apiserver's dynamic
 // admission: MutatingAdmissionPolicy and MutatingAdmissionWebhook (mutating, last of the mutating
 // phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's
 // ResourceQuota (validating, last) with the evaluators of controlplane/quota. Defaulting and
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
@@ -27,7 +29,8 @@ import (
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
 // webhook or policy with reinvocationPolicy IfNeeded asks for it.
-func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, priority *Priority, dynamic Dynamic) (admission.Interface, error) {
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister,
+	priority *Priority, ingressClasses networkinglisters.IngressClassLister, runtimeClasses *RuntimeClass, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
@@ -40,6 +43,8 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("NodeRestriction", nodeRestriction)
 	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
 	static("StorageObjectInUseProtection", StorageObjectInUseProtection{})
+	static("RuntimeClass", runtimeClasses)
+	static("DefaultIngressClass", &DefaultIngressClass{Classes: ingressClasses})
 	mutatingpolicy.Register(plugins)
 	mutating.Register(plugins)
 	validatingpolicy.Register(plugins)
@@ -50,7 +55,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 		return nil, err
 	}
 	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "Priority", "DefaultTolerationSeconds",
-		"DefaultStorageClass", "StorageObjectInUseProtection", mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName,
+		"DefaultStorageClass", "StorageObjectInUseProtection", "RuntimeClass", "DefaultIngressClass", mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName,
 		validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }
 

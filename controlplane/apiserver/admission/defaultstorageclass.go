@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/admission"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -40,16 +39,7 @@ func (p *DefaultStorageClass) Admit(_ context.Context, a admission.Attributes, _
 	if err != nil {
 		return admission.NewForbidden(a, fmt.Errorf("listing storage classes: %w", err))
 	}
-	var def *storagev1.StorageClass
-	for _, c := range classes {
-		if c.Annotations[IsDefaultClassAnnotation] != "true" {
-			continue
-		}
-		if def == nil || c.CreationTimestamp.After(def.CreationTimestamp.Time) ||
-			(c.CreationTimestamp.Equal(&def.CreationTimestamp) && c.Name < def.Name) {
-			def = c
-		}
-	}
+	def := newestDefault(classes, IsDefaultClassAnnotation)
 	if def != nil {
 		name := def.Name
 		claim.Spec.StorageClassName = &name

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -61,6 +63,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/networking"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
@@ -68,6 +71,7 @@ import (
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/replicationcontroller"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/resourcequota"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/runtimeclass"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/scheduling"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
@@ -242,6 +246,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	networkingStorage, err := networking.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
+	maps.Copy(networkingStorage, serviceCIDRs)
+	runtimeClasses, err := runtimeclass.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
 	svmStorage, err := storagemigration.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -268,7 +281,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		}
 		return obj.(*corev1.Namespace), nil
 	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds,
-		rbacInformers.Storage().V1().StorageClasses().Lister(), priorityAdmission(priorityClasses["priorityclasses"].(*store.REST)), admission.Dynamic{
+		rbacInformers.Storage().V1().StorageClasses().Lister(), priorityAdmission(priorityClasses["priorityclasses"].(*store.REST)),
+		rbacInformers.Networking().V1().IngressClasses().Lister(),
+		&admission.RuntimeClass{Lister: rbacInformers.Node().V1().RuntimeClasses().Lister(), Client: loopback.NodeV1().RuntimeClasses()},
+		admission.Dynamic{
 			Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
 			Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
 		}); err != nil {
@@ -300,9 +316,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	var groups []*genericapiserver.APIGroupInfo
 	for group, storage := range map[string]map[string]rest.Storage{
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
-		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
+		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: networkingStorage, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
-		storagev1.GroupName: storageClasses, svmv1.GroupName: svmStorage,
+		storagev1.GroupName: storageClasses, nodev1.GroupName: runtimeClasses, svmv1.GroupName: svmStorage,
 		schedulingv1.GroupName: priorityClasses,
 		eventsv1.GroupName:     events.NewStorage(core["events"].(*store.REST)),
 		rbacv1.GroupName:       rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,

@@ -95,9 +95,9 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy, dnsPolicy,
-// volumes' names, sysctls, schedulingGates, priorityClassName and preemptionPolicy, affinity and
-// topologySpreadConstraints.
+// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy,
+// dnsPolicy, volumes' names, sysctls, runtimeClassName (a DNS subdomain), overhead (non-negative),
+// schedulingGates, priorityClassName and preemptionPolicy, affinity and topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -151,6 +151,14 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	if s.NodeName != "" {
 		for _, msg := range apivalidation.NameIsDNSSubdomain(s.NodeName, false) {
 			errs = append(errs, field.Invalid(p.Child("nodeName"), s.NodeName, msg))
+		}
+	}
+	if s.RuntimeClassName != nil {
+		errs = append(errs, dnsSubdomain(*s.RuntimeClassName, p.Child("runtimeClassName"))...)
+	}
+	for name, q := range s.Overhead {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("overhead").Key(string(name)), q.String(), "must be greater than or equal to 0"))
 		}
 	}
 	errs = append(errs, schedulingGates(s.SchedulingGates, p.Child("schedulingGates"))...)
@@ -306,6 +314,15 @@ func probePort(port intstr.IntOrString, p *field.Path, c *corev1.Container) fiel
 		}
 	}
 	return field.ErrorList{field.Invalid(p, port.StrVal, "must be the name of a container port")}
+}
+
+// dnsSubdomain checks that s is a DNS-1123 subdomain (an object name's rule for most kinds).
+func dnsSubdomain(s string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(s) {
+		errs = append(errs, field.Invalid(p, s, msg))
+	}
+	return errs
 }
 
 func dnsLabel(s string, p *field.Path) field.ErrorList {

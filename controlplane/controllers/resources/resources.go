@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -132,6 +133,7 @@ var (
 	coord   = coordinationv1.SchemeGroupVersion
 	batch   = batchv1.SchemeGroupVersion
 	policy  = policyv1.SchemeGroupVersion
+	network = networkingv1.SchemeGroupVersion
 	rbac    = rbacv1.SchemeGroupVersion
 	storage = storagev1.SchemeGroupVersion
 )
@@ -283,6 +285,20 @@ func All() []Kind {
 			},
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Policy().V1().PodDisruptionBudgets().Informer()
+			}),
+		kind(network.WithKind("Ingress"), "ingresses", true,
+			func(c kubernetes.Interface, ns string) typed[*networkingv1.Ingress, *networkingv1.IngressList] {
+				return c.NetworkingV1().Ingresses(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Networking().V1().Ingresses().Informer()
+			}),
+		kind(network.WithKind("NetworkPolicy"), "networkpolicies", true,
+			func(c kubernetes.Interface, ns string) typed[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList] {
+				return c.NetworkingV1().NetworkPolicies(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Networking().V1().NetworkPolicies().Informer()
 			}),
 		// Roles and RoleBindings go with their namespace: bindings match subjects by name, so ones left
 		// behind would grant their permissions again to a namespace created later under the same name.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,7 +68,9 @@ func readyCondition(n *v1.Node) *v1.NodeCondition {
 // TestNodeLifecycle runs the node agent (agent.Run) against the bundled API server with a real
 // containerd and checks: the Node's capacity, labels, taints, addresses and nodeInfo (runtime version
 // from CRI); the KubeletConfiguration file with a flag overriding it; the Lease being renewed; Ready;
-// the conflist written from the podCIDR; a mirror pod for a static pod; then containerd stopped for
+// the conflist written from the podCIDR; a mirror pod for a static pod; RuntimeClasses (a pod under
+// the "runc" handler runs with that CRI runtime handler, one under a handler containerd lacks stays
+// Pending with a FailedCreatePodSandBox event naming it); then containerd stopped for
 // 20 s: NotReady with the runtime's reason, the Lease still renewed, and back to Ready with the pod's
 // container still running.
 func TestNodeLifecycle(t *testing.T) {
@@ -235,7 +238,19 @@ registerWithTaints:
 
 	// containerd down for 20 s: NotReady with the runtime's reason, heartbeats continue, then Ready again
 	// with the pod's container still running.
-	pod := runPod(t, admin, nodeName, "survivor")
+	pod := runPod(t, admin, nodeName, "survivor", runtimeClassPods(t, ctx, admin, nodeName))
+	sbs, err := crc.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := map[string]string{}
+	for _, sb := range sbs.Items {
+		handlers[sb.Metadata.Name] = sb.RuntimeHandler
+	}
+	if h, ok := handlers["survivor"]; !ok || h != "runc" {
+		t.Errorf("sandbox of the pod under the runc RuntimeClass: runtime handler %q (found %v), want runc", h, ok)
+	}
 	endpoint := rt.Endpoint()
 	restarted := containerdOutage(t, rt, 20*time.Second, func(stopped time.Time) {
 		waitNodeReady(t, admin, nodeName, v1.ConditionFalse, "container runtime is down: runtime not reachable at "+endpoint, 10*time.Second)
@@ -256,12 +271,56 @@ registerWithTaints:
 // runningPod is a pod's IP and its one container's CRI ID.
 type runningPod struct{ ip, containerID string }
 
-// runPod creates a demo-server pod bound to node and waits until its container runs.
-func runPod(t *testing.T, admin kubernetes.Interface, node, name string) runningPod {
+// runtimeClassPods creates RuntimeClasses with containerd's "runc" handler and with a handler containerd
+// does not have; a pod naming the second stays Pending with a FailedCreatePodSandBox event naming the
+// handler. It returns the first class's name, for a pod that must run (its sandbox's handler is runc).
+func runtimeClassPods(t *testing.T, ctx context.Context, admin kubernetes.Interface, node string) string {
+	t.Helper()
+	bogusHandler := randName("nk-missing-")
+	for name, handler := range map[string]string{node + "-runc": "runc", node + "-bogus": bogusHandler} {
+		if _, err := admin.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.NodeV1().RuntimeClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	bogus := node + "-bogus"
+	grace := int64(0)
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bogus-handler", Namespace: "default"}, Spec: v1.PodSpec{NodeName: node,
+		RuntimeClassName: &bogus, TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1}}}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "FailedCreatePodSandBox naming the unknown handler", func() (bool, string) {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bogus-handler,reason=FailedCreatePodSandBox"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, bogusHandler) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items))
+	})
+	if got, err := admin.CoreV1().Pods("default").Get(ctx, "bogus-handler", metav1.GetOptions{}); err != nil || got.Status.Phase != v1.PodPending {
+		t.Errorf("pod with an unknown runtime handler: %v, want Pending (%v)", got.Status.Phase, err)
+	}
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "bogus-handler", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	return node + "-runc"
+}
+
+// runPod creates a demo-server pod bound to node (under RuntimeClass runtimeClass, "" for none) and waits
+// until its container runs.
+func runPod(t *testing.T, admin kubernetes.Interface, node, name, runtimeClass string) runningPod {
 	t.Helper()
 	grace := int64(1)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{NodeName: node,
 		TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{Name: "demo", Image: bundled.DemoServerV1}}}}
+	if runtimeClass != "" {
+		pod.Spec.RuntimeClassName = &runtimeClass
+	}
 	if _, err := admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
