@@ -38,7 +38,7 @@ func Run(ctx context.Context, c Config) error {
 	c = c.WithDefaults()
 	p := c.Paths()
 	ec := c.Etcd
-	ec.DataDir = p.EtcdDir
+	ec.DataDir, ec.PKIDir = p.EtcdDir, p.PKIDir
 	store, err := etcd.Start(ctx, ec)
 	if err != nil {
 		return err
