@@ -129,6 +129,9 @@ type Paths struct {
 	// manager's own identities (system:kube-scheduler, system:kube-controller-manager), which the API
 	// server writes (<DataDir>/scheduler.kubeconfig, <DataDir>/controller-manager.kubeconfig).
 	SchedulerKubeconfig, ControllerManagerKubeconfig string
+	// AuditPolicy and AuditLog are the default audit policy and log (WithDefaultAudit):
+	// <DataDir>/audit-policy.yaml, <DataDir>/logs/audit.log.
+	AuditPolicy, AuditLog string
 }
 
 // Paths returns c's data-dir layout.
@@ -142,6 +145,8 @@ func (c Config) Paths() Paths {
 		AdminKubeconfig:             filepath.Join(c.DataDir, "admin.kubeconfig"),
 		SchedulerKubeconfig:         filepath.Join(c.DataDir, "scheduler.kubeconfig"),
 		ControllerManagerKubeconfig: filepath.Join(c.DataDir, "controller-manager.kubeconfig"),
+		AuditPolicy:                 filepath.Join(c.DataDir, "audit-policy.yaml"),
+		AuditLog:                    filepath.Join(c.DataDir, "logs", "audit.log"),
 	}
 }
 

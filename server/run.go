@@ -45,6 +45,11 @@ func Run(ctx context.Context, c Config) error {
 	}
 	defer store.Close()
 	ao := c.APIServer
+	if ao.AuditPolicyFile == p.AuditPolicy {
+		if err := ensureDefaultAuditPolicy(p.AuditPolicy); err != nil {
+			return err
+		}
+	}
 	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
 	ao.SchedulerKubeconfig, ao.ControllerManagerKubeconfig = p.SchedulerKubeconfig, p.ControllerManagerKubeconfig
 	if ao.ShutdownTimeout == 0 {

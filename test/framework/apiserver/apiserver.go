@@ -47,6 +47,10 @@ type Options struct {
 	TokenFile string
 	// RequestTimeout is the API server's timeout of requests that are not long-running (0 = 60s).
 	RequestTimeout time.Duration
+	// EncryptionProviderConfig is an EncryptionConfiguration file (--encryption-provider-config).
+	EncryptionProviderConfig string
+	// AuditPolicyFile and AuditLogPath turn the audit log on (--audit-policy-file, --audit-log-path).
+	AuditPolicyFile, AuditLogPath string
 }
 
 // Server is a running test control plane.
@@ -176,6 +180,9 @@ func (s *Server) start() error {
 		EtcdKeyFile:                 s.EtcdKeyFile,
 		ShutdownTimeout:             2 * time.Second,
 		RequestTimeout:              s.opts.RequestTimeout,
+		EncryptionProviderConfig:    s.opts.EncryptionProviderConfig,
+		AuditPolicyFile:             s.opts.AuditPolicyFile,
+		AuditLogPath:                s.opts.AuditLogPath,
 	})
 	if err != nil {
 		return err
