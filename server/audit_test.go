@@ -2,6 +2,7 @@ package server
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"k8s.io/apiserver/pkg/audit/policy"
@@ -18,6 +19,14 @@ func TestWithDefaultAudit(t *testing.T) {
 	p := c.Paths()
 	if a := c.APIServer; a.AuditPolicyFile != p.AuditPolicy || a.AuditLogPath != p.AuditLog || a.AuditLogMaxSize != 100 {
 		t.Fatalf("WithDefaultAudit: %+v", a)
+	}
+	// `nodekit up` passes it on as flags: the same settings come back from the command line.
+	args := strings.Join(c.FlagArgs(), " ")
+	for _, want := range []string{"--audit-policy-file=" + p.AuditPolicy, "--audit-log-path=" + p.AuditLog, "--audit-log-maxsize=100",
+		"--audit-log-maxbackup=5", "--audit-log-maxage=30"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("FlagArgs() = %s, want %s", args, want)
+		}
 	}
 	own := Config{DataDir: c.DataDir}
 	own.APIServer.AuditPolicyFile = "/etc/mine.yaml"
