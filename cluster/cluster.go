@@ -390,9 +390,10 @@ func (c *Config) kubeletDNS(a *agent.Config) {
 	}
 }
 
-// startServer starts `nodekit server` for sc, tagged "server".
+// startServer starts `nodekit server` for sc, tagged "server", with the default audit log
+// (server.Config.WithDefaultAudit) unless sc has a policy of its own.
 func (c *Cluster) startServer(sc server.Config) error {
-	return c.start(spec{name: server.CommandName, argv: sc.Args()})
+	return c.start(spec{name: server.CommandName, argv: sc.WithDefaultAudit().Args()})
 }
 
 // agentConfig is the agent of the cluster's node, with the node credentials in kubeconfig.

@@ -143,6 +143,9 @@ type Paths struct {
 	Components string
 	// Logs holds the components' log files (<DataDir>/logs; see LogFile).
 	Logs string
+	// AuditPolicy and AuditLog are the default audit policy and log (WithDefaultAudit):
+	// <DataDir>/audit-policy.yaml, <DataDir>/logs/audit.log.
+	AuditPolicy, AuditLog string
 }
 
 // LogFile is the log file of component name (internal/components' names): <Logs>/<name>.log.
@@ -161,6 +164,8 @@ func (c Config) Paths() Paths {
 		ControllerManagerKubeconfig: filepath.Join(c.DataDir, "controller-manager.kubeconfig"),
 		Components:                  filepath.Join(c.DataDir, "components"),
 		Logs:                        filepath.Join(c.DataDir, "logs"),
+		AuditPolicy:                 filepath.Join(c.DataDir, "audit-policy.yaml"),
+		AuditLog:                    filepath.Join(c.DataDir, "logs", "audit.log"),
 	}
 }
 

@@ -87,7 +87,8 @@ func TestPaths(t *testing.T) {
 	want := Paths{DataDir: "/var/lib/nodekit", EtcdDir: "/var/lib/nodekit/etcd", PKIDir: "/var/lib/nodekit/pki",
 		CACert: "/var/lib/nodekit/pki/ca.crt", AdminKubeconfig: "/var/lib/nodekit/admin.kubeconfig",
 		SchedulerKubeconfig: "/var/lib/nodekit/scheduler.kubeconfig", ControllerManagerKubeconfig: "/var/lib/nodekit/controller-manager.kubeconfig",
-		Components: "/var/lib/nodekit/components", Logs: "/var/lib/nodekit/logs"}
+		Components: "/var/lib/nodekit/components", Logs: "/var/lib/nodekit/logs",
+		AuditPolicy: "/var/lib/nodekit/audit-policy.yaml", AuditLog: "/var/lib/nodekit/logs/audit.log"}
 	if p != want {
 		t.Fatalf("Paths() = %+v, want %+v", p, want)
 	}

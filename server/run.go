@@ -47,13 +47,18 @@ func Run(ctx context.Context, c Config) error {
 	c = c.WithDefaults()
 	p := c.Paths()
 	ec := c.Etcd
-	ec.DataDir = p.EtcdDir
+	ec.DataDir, ec.PKIDir = p.EtcdDir, p.PKIDir
 	store, err := etcd.Start(ctx, ec)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	ao := c.APIServer
+	if ao.AuditPolicyFile == p.AuditPolicy {
+		if err := ensureDefaultAuditPolicy(p.AuditPolicy); err != nil {
+			return err
+		}
+	}
 	ao.PKIDir, ao.AdminKubeconfig = p.PKIDir, p.AdminKubeconfig
 	ao.SchedulerKubeconfig, ao.ControllerManagerKubeconfig = p.SchedulerKubeconfig, p.ControllerManagerKubeconfig
 	if ao.ShutdownTimeout == 0 {

@@ -23,6 +23,10 @@ func init() {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := &etcd.Store{Endpoints: endpoints, CAFile: caFile, CertFile: certFile, KeyFile: keyFile}
+			if caFile == "" && certFile == "" && keyFile == "" {
+				// The embedded member's etcd CA and the API server's client pair, from the data dir.
+				s.CAFile, s.CertFile, s.KeyFile = etcd.ClientFiles(server.Config{DataDir: globals.dataDir}.Paths().PKIDir)
+			}
 			n, err := etcd.Save(cmd.Context(), s, args[0])
 			if err != nil {
 				return err
@@ -31,10 +35,10 @@ func init() {
 			return nil
 		},
 	}
-	save.Flags().StringSliceVar(&endpoints, "etcd-servers", []string{"http://" + server.DefaultEtcdClientAddr}, "etcd client URLs")
-	save.Flags().StringVar(&caFile, "etcd-cafile", "", "etcd CA file")
-	save.Flags().StringVar(&certFile, "etcd-certfile", "", "etcd client certificate")
-	save.Flags().StringVar(&keyFile, "etcd-keyfile", "", "etcd client key")
+	save.Flags().StringSliceVar(&endpoints, "etcd-servers", []string{"https://" + server.DefaultEtcdClientAddr}, "etcd client URLs")
+	save.Flags().StringVar(&caFile, "etcd-cafile", "", "etcd CA file (default <data-dir>/pki/etcd/ca.crt when no TLS file is given)")
+	save.Flags().StringVar(&certFile, "etcd-certfile", "", "etcd client certificate (default <data-dir>/pki/apiserver-etcd-client.crt)")
+	save.Flags().StringVar(&keyFile, "etcd-keyfile", "", "etcd client key (default <data-dir>/pki/apiserver-etcd-client.key)")
 	restore := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Restore FILE into a fresh etcd data dir (default <data-dir>/etcd, which must be empty); run with the server stopped",

@@ -15,7 +15,7 @@ func TestRestoreBadSnapshots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	s, err := Start(ctx, Config{DataDir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0"})
+	s, err := Start(ctx, Config{DataDir: filepath.Join(dir, "etcd"), PKIDir: filepath.Join(dir, "pki"), ClientAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package etcd runs the control plane's key-value store: an embedded single-member etcd by default, or a
-// connection description for an external cluster. Only the API server talks to it.
+// connection description for an external cluster. Only the API server talks to it. The embedded member
+// serves clients and its peer port on loopback with mutual TLS only, from an etcd CA of its own (tls.go).
 package etcd
 
 import (
@@ -25,8 +26,13 @@ const DefaultClientAddr = "127.0.0.1:2379"
 type Config struct {
 	// DataDir is the embedded member's data directory (for example <data-dir>/etcd). Created 0700.
 	DataDir string
-	// ClientAddr is the host:port the embedded member serves clients on; "127.0.0.1:0" picks a free
-	// loopback port, "" means 127.0.0.1:2379. Only loopback addresses are served without TLS.
+	// PKIDir is the server's PKI directory (for example <data-dir>/pki), required for the embedded
+	// member: its etcd CA, serving and peer certificates (PKIDir/etcd/) and the API server's client
+	// certificate (PKIDir/apiserver-etcd-client.*) are loaded from there or created on first start.
+	PKIDir string
+	// ClientAddr is the host:port the embedded member serves clients on (TLS with client certificates
+	// required); "127.0.0.1:0" picks a free loopback port, "" means 127.0.0.1:2379. Only loopback
+	// addresses are served.
 	ClientAddr string
 	// Servers lists external etcd client URLs (https://host:2379). When set no member is embedded.
 	Servers []string
@@ -36,9 +42,10 @@ type Config struct {
 
 // Store is a running (or external) etcd as the API server sees it: client endpoints plus TLS files.
 type Store struct {
-	// Endpoints are the client URLs (http://127.0.0.1:port for the embedded member).
+	// Endpoints are the client URLs (https://127.0.0.1:port for the embedded member).
 	Endpoints []string
-	// CAFile, CertFile, KeyFile are the client TLS files for external servers ("" for embedded).
+	// CAFile, CertFile, KeyFile are the client TLS files: the etcd CA and the API server's client pair
+	// (ClientFiles) for the embedded member, the configured ones for external servers.
 	CAFile, CertFile, KeyFile string
 
 	member *embed.Etcd
@@ -53,6 +60,9 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("etcd: DataDir is required for the embedded member")
 	}
+	if cfg.PKIDir == "" {
+		return nil, errors.New("etcd: PKIDir is required for the embedded member (it serves only with mutual TLS)")
+	}
 	addr := cfg.ClientAddr
 	if addr == "" {
 		addr = DefaultClientAddr
@@ -62,12 +72,16 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcd: client address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("etcd: client address %q: the embedded member serves plain HTTP and so only on loopback", addr)
+		return nil, fmt.Errorf("etcd: client address %q: the embedded member serves only on loopback", addr)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd: data dir: %w", err)
 	}
 	clientURL, peerURL, err := pickURLs(addr)
+	if err != nil {
+		return nil, err
+	}
+	clientTLS, peerTLS, err := memberTLS(cfg.PKIDir, host)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +93,9 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 	ec.ListenPeerUrls = []url.URL{*peerURL}
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	// Clients and the (single, loopback) peer listener need a certificate of the etcd CA. The peer port
+	// carries no traffic with one member, but etcd always opens it; TLS keeps it closed to others too.
+	ec.ClientTLSInfo, ec.PeerTLSInfo = clientTLS, peerTLS
 	ec.ListenMetricsUrls = nil
 	// The API server's watch cache relies on progress notifications for consistent reads from cache.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
@@ -106,8 +123,9 @@ func Start(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, ctx.Err()
 	}
 	ep := m.Clients[0].Addr().String()
-	slog.Info("embedded etcd ready", "dataDir", cfg.DataDir, "endpoint", "http://"+ep)
-	return &Store{Endpoints: []string{"http://" + ep}, member: m}, nil
+	slog.Info("embedded etcd ready", "dataDir", cfg.DataDir, "endpoint", "https://"+ep)
+	caFile, certFile, keyFile := ClientFiles(cfg.PKIDir)
+	return &Store{Endpoints: []string{"https://" + ep}, CAFile: caFile, CertFile: certFile, KeyFile: keyFile, member: m}, nil
 }
 
 // pickURLs turns the client address into a client URL and a loopback peer URL on a free port. Port 0 is
@@ -125,8 +143,8 @@ func pickURLs(addr string) (client, peer *url.URL, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	client = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
-	peer = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, pp)}
+	client = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, port)}
+	peer = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, pp)}
 	return client, peer, nil
 }
 

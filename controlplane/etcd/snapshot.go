@@ -81,7 +81,13 @@ func Restore(ctx context.Context, snapshot, dataDir string) (n int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("etcd restore: %w", err)
 	}
-	s, err := Start(ctx, Config{DataDir: dataDir, ClientAddr: "127.0.0.1:0"})
+	// The member that writes the keys lives only for the restore; its throwaway certificates too.
+	pkiDir, err := os.MkdirTemp("", "nodekit-etcd-restore-")
+	if err != nil {
+		return 0, fmt.Errorf("etcd restore: %w", err)
+	}
+	defer os.RemoveAll(pkiDir)
+	s, err := Start(ctx, Config{DataDir: dataDir, PKIDir: pkiDir, ClientAddr: "127.0.0.1:0"})
 	if err != nil {
 		return 0, err
 	}

@@ -14,7 +14,7 @@ import (
 func TestRangesAndRepair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(t.TempDir(), "etcd"), ClientAddr: "127.0.0.1:0"})
+	s, err := etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(t.TempDir(), "etcd"), PKIDir: filepath.Join(t.TempDir(), "pki"), ClientAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	storagevalue "k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/util/notfoundhandler"
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/webhook"
@@ -45,6 +46,9 @@ type Options struct {
 	Generic genericapiserver.Config
 	// Storage is the etcd3 backend (transport and the /registry prefix); its codec is replaced.
 	Storage storagebackend.Config
+	// Transformers encrypt the values of the resources --encryption-provider-config lists (CRDs and
+	// custom resources among them); nil stores values as they are.
+	Transformers storagevalue.ResourceTransformers
 	// Definitions are the top server's OpenAPI definitions; the apiextensions types are added to them.
 	Definitions common.GetOpenAPIDefinitions
 	// Scheme names the top server's types in OpenAPI (with the apiextensions scheme).
@@ -77,7 +81,7 @@ func New(o Options) (*Server, error) {
 	crdStorage.EncodeVersioner = runtime.NewMultiGroupVersioner(apiextensionsv1.SchemeGroupVersion, schema.GroupKind{Group: apiextensionsv1.GroupName})
 	crdEtcd := genericoptions.NewEtcdOptions(&crdStorage)
 	crdEtcd.SkipHealthEndpoints = true // the top server has its own etcd checks
-	generic.RESTOptionsGetter = crdEtcd.CreateRESTOptionsGetter(&genericoptions.SimpleStorageFactory{StorageConfig: crdStorage}, nil)
+	generic.RESTOptionsGetter = crdEtcd.CreateRESTOptionsGetter(&genericoptions.SimpleStorageFactory{StorageConfig: crdStorage}, o.Transformers)
 
 	defs := func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 		out := o.Definitions(ref)
@@ -93,7 +97,7 @@ func New(o Options) (*Server, error) {
 	cfg := &apiextensionsapiserver.Config{
 		GenericConfig: &genericapiserver.RecommendedConfig{Config: generic},
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(*genericoptions.NewEtcdOptions(&o.Storage), nil, nil),
+			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(*genericoptions.NewEtcdOptions(&o.Storage), o.Transformers, nil),
 			MasterCount:          1,
 			ServiceResolver:      serviceResolver{o.Services},
 			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noop.NewTracerProvider()),

@@ -104,8 +104,15 @@ func UserClientSpec(user string) Spec {
 	return Spec{CommonName: user, Client: true}
 }
 
-// LoadOrCreateCA loads dir/ca.crt and dir/ca.key or creates them (self-signed, 10 years, ECDSA P-256).
+// LoadOrCreateCA loads dir/ca.crt and dir/ca.key or creates them (self-signed, 10 years, ECDSA P-256):
+// the cluster CA (CN nodekit-ca).
 func LoadOrCreateCA(dir string) (*CA, error) {
+	return LoadOrCreateNamedCA(dir, "nodekit-ca")
+}
+
+// LoadOrCreateNamedCA is LoadOrCreateCA for a CA of its own (for example etcd's, which signs only the
+// etcd member's and its clients' certificates) whose new certificate gets the subject CN commonName.
+func LoadOrCreateNamedCA(dir, commonName string) (*CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
@@ -123,7 +130,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "nodekit-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-clockSkewAllowed),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,

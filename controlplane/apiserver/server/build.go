@@ -39,6 +39,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	storagevalue "k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -97,6 +98,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if opts.RequestTimeout > 0 {
 		cfg.RequestTimeout = opts.RequestTimeout
 	}
+	if err := applyAudit(opts, cfg); err != nil {
+		return nil, nil, err
+	}
 	serving := (&genericoptions.SecureServingOptions{
 		Listener: ln,
 		ServerCert: genericoptions.GeneratableKeyCert{CertKey: genericoptions.CertKey{
@@ -126,7 +130,13 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	cfg.OpenAPIV3Config.Info.Title = "nodekit"
 
 	etcdStore := &etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}
-	getter := newRESTOptions(etcdStore)
+	var transformers storagevalue.ResourceTransformers
+	if opts.EncryptionProviderConfig != "" {
+		if transformers, err = loadEncryption(opts.EncryptionProviderConfig); err != nil {
+			return nil, nil, err
+		}
+	}
+	getter := newRESTOptions(etcdStore, transformers)
 	cli, err := (&etcd.Store{Endpoints: opts.EtcdEndpoints, CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}).Client()
 	if err != nil {
 		return nil, nil, err
@@ -295,7 +305,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	// kube-apiserver: the apiextensions server adds each CRD's group version to it
 	cfg.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
 	crds, err := crd.New(crd.Options{
-		Generic: *cfg, Storage: *storageConfig(etcdStore), Definitions: openapi.GetOpenAPIDefinitions, Scheme: scheme.Scheme,
+		Generic: *cfg, Storage: *storageConfig(etcdStore), Transformers: transformers, Definitions: openapi.GetOpenAPIDefinitions, Scheme: scheme.Scheme,
 		Services: rbacInformers.Core().V1().Services().Lister(),
 	})
 	if err != nil {

@@ -64,6 +64,16 @@ type Options struct {
 	// exec, attach or port-forward stream) may take before it is answered 504 (kube-apiserver's
 	// --request-timeout; default 60s).
 	RequestTimeout time.Duration
+	// EncryptionProviderConfig is an EncryptionConfiguration file (apiserver.config.k8s.io/v1,
+	// kube-apiserver's --encryption-provider-config): the resources it lists (secrets, typically) are
+	// encrypted in etcd with aescbc, aesgcm or secretbox. "" stores every value as it is.
+	EncryptionProviderConfig string
+	// AuditPolicyFile is an audit.k8s.io/v1 Policy (kube-apiserver's --audit-policy-file); with
+	// AuditLogPath (a file, or "-" for standard output) the events it selects are logged there as JSON
+	// lines, rotated after AuditLogMaxSize MB (0: never), kept AuditLogMaxAge days and AuditLogMaxBackup
+	// old files (0: no limit). Both "": no audit log.
+	AuditPolicyFile, AuditLogPath                      string
+	AuditLogMaxAge, AuditLogMaxBackup, AuditLogMaxSize int
 	// EtcdEndpoints and the etcd TLS files locate the store.
 	EtcdEndpoints                         []string
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string

@@ -499,13 +499,14 @@ func TestEtcdctlShowsJSON(t *testing.T) {
 	if _, err := s.Client.CoreV1().Pods("default").Create(ctx, pod("web", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "etcdctl", "--endpoints", strings.Join(s.EtcdEndpoints, ","), "get", "/registry/pods", "--prefix", "--keys-only")
+	tlsFlags := []string{"--endpoints", strings.Join(s.EtcdEndpoints, ","), "--cacert", s.EtcdCAFile, "--cert", s.EtcdCertFile, "--key", s.EtcdKeyFile}
+	cmd := exec.CommandContext(ctx, "etcdctl", append(tlsFlags, "get", "/registry/pods", "--prefix", "--keys-only")...)
 	cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "/registry/pods/default/web") {
 		t.Fatalf("etcdctl keys: %v %s", err, out)
 	}
-	cmd = exec.CommandContext(ctx, "etcdctl", "--endpoints", strings.Join(s.EtcdEndpoints, ","), "get", "/registry/pods/default/web", "--print-value-only")
+	cmd = exec.CommandContext(ctx, "etcdctl", append(tlsFlags, "get", "/registry/pods/default/web", "--print-value-only")...)
 	cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
 	out, err = cmd.CombinedOutput()
 	if err != nil {

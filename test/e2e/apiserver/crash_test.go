@@ -74,10 +74,11 @@ func TestKill9DuringCreates(t *testing.T) {
 	}
 	t.Logf("%d creates acknowledged before SIGKILL, all present after restart", len(created))
 
-	// Operator backup and restore: snapshot the running store, restore it into a fresh data dir and
-	// serve it there (same PKI): the objects and the service IP allocations are back.
+	// Operator backup and restore: snapshot the running store (over mutual TLS, with the data dir's etcd
+	// CA and client pair, the command's defaults), restore it into a fresh data dir and serve it there
+	// (same PKI): the objects and the service IP allocations are back.
 	snap := filepath.Join(t.TempDir(), "snap.db")
-	if out, err := exec.Command(bin, "etcd-snapshot", "save", "--etcd-servers", "http://127.0.0.1:"+strconv.Itoa(etcdPort), snap).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "--data-dir", dataDir, "etcd-snapshot", "save", "--etcd-servers", "https://127.0.0.1:"+strconv.Itoa(etcdPort), snap).CombinedOutput(); err != nil {
 		t.Fatalf("etcd-snapshot save: %v\n%s", err, out)
 	}
 	_ = proc.Process.Signal(syscall.SIGTERM)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/server"
 	ctrfw "github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -161,7 +162,7 @@ func TestParseLab(t *testing.T) {
 
 // TestLabs brings up one cluster with `nodekit up` and runs every docs/labs/*.md in name order: each sh
 // block in bash -e with the environment the labs' README sets up (DATA_DIR, KUBECONFIG,
-// ETCDCTL_ENDPOINTS, LAB_TMP, LAB_DATA_DIR and LAB_UP_FLAGS for a lab's own `nodekit lab up`, nodekit
+// ETCDCTL_ENDPOINTS and the etcd client TLS files (ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY), LAB_TMP, LAB_DATA_DIR and LAB_UP_FLAGS for a lab's own `nodekit lab up`, nodekit
 // first in PATH), its output matched against the expect block. LABS=10,11 (a comma-separated list of lab
 // numbers, the file names' leading digits) runs only those labs; unset or empty runs them all.
 func TestLabs(t *testing.T) {
@@ -230,8 +231,10 @@ func TestLabs(t *testing.T) {
 	if e.containerd != "" {
 		labFlags = append(labFlags, "--containerd", e.containerd)
 	}
+	etcdCA, etcdCert, etcdKey := etcd.ClientFiles(server.Config{DataDir: e.dataDir}.Paths().PKIDir)
 	env := append(os.Environ(), "DATA_DIR="+e.dataDir, "KUBECONFIG="+server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig,
-		"ETCDCTL_API=3", "ETCDCTL_ENDPOINTS=http://"+e.etcdAddr, "LAB_TMP="+t.TempDir(),
+		"ETCDCTL_API=3", "ETCDCTL_ENDPOINTS=https://"+e.etcdAddr, "ETCDCTL_CACERT="+etcdCA, "ETCDCTL_CERT="+etcdCert,
+		"ETCDCTL_KEY="+etcdKey, "LAB_TMP="+t.TempDir(),
 		"LAB_DATA_DIR="+labData, "LAB_UP_FLAGS="+strings.Join(labFlags, " "),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 

@@ -47,6 +47,10 @@ type Options struct {
 	TokenFile string
 	// RequestTimeout is the API server's timeout of requests that are not long-running (0 = 60s).
 	RequestTimeout time.Duration
+	// EncryptionProviderConfig is an EncryptionConfiguration file (--encryption-provider-config).
+	EncryptionProviderConfig string
+	// AuditPolicyFile and AuditLogPath turn the audit log on (--audit-policy-file, --audit-log-path).
+	AuditPolicyFile, AuditLogPath string
 }
 
 // Server is a running test control plane.
@@ -61,8 +65,11 @@ type Server struct {
 	URL string
 	// DataDir is the nodekit data dir (pki/, etcd/, admin.kubeconfig).
 	DataDir string
-	// EtcdEndpoints are the embedded etcd's client URLs (plain HTTP on loopback; etcdctl works on them).
+	// EtcdEndpoints are the embedded etcd's client URLs (https on loopback, client certificate required).
 	EtcdEndpoints []string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile are the etcd CA and a client pair it accepts (etcdctl's
+	// --cacert, --cert and --key).
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 
 	opts Options
 	port int
@@ -84,7 +91,8 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	store, err := etcd.Start(ctx, etcd.Config{DataDir: nodekitserver.Config{DataDir: dir}.Paths().EtcdDir, ClientAddr: "127.0.0.1:0"})
+	paths := nodekitserver.Config{DataDir: dir}.Paths()
+	store, err := etcd.Start(ctx, etcd.Config{DataDir: paths.EtcdDir, PKIDir: paths.PKIDir, ClientAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +101,8 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{DataDir: dir, EtcdEndpoints: store.Endpoints, opts: opts, port: port, etcd: store}
+	s := &Server{DataDir: dir, EtcdEndpoints: store.Endpoints, EtcdCAFile: store.CAFile, EtcdCertFile: store.CertFile,
+		EtcdKeyFile: store.KeyFile, opts: opts, port: port, etcd: store}
 	t.Cleanup(s.StopAPIServer)
 	if err := s.start(); err != nil {
 		t.Fatal(err)
@@ -166,8 +175,14 @@ func (s *Server) start() error {
 		TokenFile:                   s.opts.TokenFile,
 		DefaultTolerationSeconds:    s.opts.DefaultTolerationSeconds,
 		EtcdEndpoints:               s.EtcdEndpoints,
+		EtcdCAFile:                  s.EtcdCAFile,
+		EtcdCertFile:                s.EtcdCertFile,
+		EtcdKeyFile:                 s.EtcdKeyFile,
 		ShutdownTimeout:             2 * time.Second,
 		RequestTimeout:              s.opts.RequestTimeout,
+		EncryptionProviderConfig:    s.opts.EncryptionProviderConfig,
+		AuditPolicyFile:             s.opts.AuditPolicyFile,
+		AuditLogPath:                s.opts.AuditLogPath,
 	})
 	if err != nil {
 		return err
