@@ -1,0 +1,165 @@
+package up
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
+	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/test/framework/kubectl"
+)
+
+// assertTop checks the resource metrics API the server serves from the kubelet's /stats/summary:
+// `kubectl top nodes` and `kubectl top pods -A` print the node and the demo pods with non-zero memory;
+// NodeMetrics carry metrics-server's timestamp and window (one scrape interval, 15 s); an
+// unauthenticated request gets 401, a user without RBAC 403, and a user bound to view reads them
+// (system:aggregated-metrics-reader aggregated into view).
+func (e *env) assertTop(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	kc := kubectl.Path()
+	if kc == "" {
+		t.Fatal("no kubectl on PATH")
+	}
+	kubeconfig := server.Config{DataDir: e.dataDir}.Paths().AdminKubeconfig
+	top := func(args ...string) (map[string][]string, string, error) {
+		out, err := exec.Command(kc, append([]string{"--kubeconfig", kubeconfig, "top"}, args...)...).CombinedOutput()
+		rows := map[string][]string{} // by the NAME column (NAMESPACE/NAME with -A)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		for _, l := range lines[min(1, len(lines)):] {
+			f := strings.Fields(l)
+			switch {
+			case len(args) > 1 && len(f) >= 4:
+				rows[f[0]+"/"+f[1]] = f[2:]
+			case len(args) == 1 && len(f) >= 3:
+				rows[f[0]] = f[1:]
+			}
+		}
+		return rows, string(out), err
+	}
+	nonZero := func(q string) bool {
+		v, err := resource.ParseQuantity(q)
+		return err == nil && v.Sign() > 0
+	}
+	e.waitFor(t, client, 90*time.Second, "kubectl top nodes: the node with non-zero memory", func() (bool, string) {
+		rows, out, err := top("nodes")
+		r := rows[e.nodeName] // CPU(cores) CPU(%) MEMORY(bytes) MEMORY(%)
+		return err == nil && len(r) >= 3 && nonZero(r[2]), fmt.Sprintf("%s %v", out, err)
+	})
+	pods, err := client.CoreV1().Pods(examples.DemoNamespace).List(ctx, metav1.ListOptions{LabelSelector: demoSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, client, 90*time.Second, "kubectl top pods -A: the demo pods with non-zero memory", func() (bool, string) {
+		rows, out, err := top("pods", "-A")
+		for _, p := range pods.Items {
+			r := rows[p.Namespace+"/"+p.Name] // CPU(cores) MEMORY(bytes)
+			if err != nil || len(r) < 2 || !nonZero(r[1]) {
+				return false, fmt.Sprintf("no figures for %s/%s:\n%s %v", p.Namespace, p.Name, out, err)
+			}
+		}
+		return true, ""
+	})
+
+	admin := restConfig(t, e)
+	nm, err := metricsclient.NewForConfigOrDie(admin).MetricsV1beta1().NodeMetricses().Get(ctx, e.nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := nm.Window.Duration; w < 10*time.Second || w > 45*time.Second {
+		t.Errorf("NodeMetrics window = %s, want about the 15 s scrape interval", w)
+	}
+	if age := time.Since(nm.Timestamp.Time); age < -time.Second || age > time.Minute {
+		t.Errorf("NodeMetrics timestamp %s is %s old", nm.Timestamp, age)
+	}
+	if nm.Usage.Cpu().IsZero() || nm.Usage.Memory().IsZero() {
+		t.Errorf("NodeMetrics usage = %v", nm.Usage)
+	}
+
+	// Unauthenticated: 401. A user without RBAC: 403. A user bound to view: allowed.
+	url := admin.Host + "/apis/metrics.k8s.io/v1beta1/nodes"
+	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := anon.Get(url); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unauthenticated GET %s: %v %v, want 401", url, resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	nobody := metricsclient.NewForConfigOrDie(e.userConfig(t, "top-nobody")).MetricsV1beta1()
+	if _, err := nobody.NodeMetricses().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("user without RBAC listing NodeMetrics: %v, want 403", err)
+	}
+	if _, err := nobody.PodMetricses(examples.DemoNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("user without RBAC listing PodMetrics: %v, want 403", err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "top-viewer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "top-viewer"}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	viewer := metricsclient.NewForConfigOrDie(e.userConfig(t, "top-viewer")).MetricsV1beta1()
+	e.waitFor(t, client, 30*time.Second, "a view user reading PodMetrics", func() (bool, string) {
+		l, err := viewer.PodMetricses(examples.DemoNamespace).List(ctx, metav1.ListOptions{LabelSelector: demoSelector})
+		return err == nil && len(l.Items) == len(pods.Items), fmt.Sprintf("%v %v", l, err)
+	})
+	t.Logf("kubectl top: figures and RBAC checked in %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// assertMetricsDisabled checks that with --disable metrics the API server does not serve
+// metrics.k8s.io: not in discovery (legacy and aggregated), and its paths answer 404.
+func (e *env) assertMetricsDisabled(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	groups, err := client.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == metricsv1beta1.GroupName }) {
+		t.Errorf("--disable metrics: discovery lists %s", metricsv1beta1.GroupName)
+	}
+	agg, _, err := client.Discovery().ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(agg, func(g *metav1.APIGroup) bool { return g.Name == metricsv1beta1.GroupName }) {
+		t.Errorf("--disable metrics: aggregated discovery lists %s", metricsv1beta1.GroupName)
+	}
+	_, err = metricsclient.NewForConfigOrDie(restConfig(t, e)).MetricsV1beta1().NodeMetricses().List(context.Background(), metav1.ListOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("--disable metrics: list NodeMetrics: %v, want 404", err)
+	}
+}
+
+// userConfig is a client config of user (no groups but system:authenticated) with a client
+// certificate from the cluster CA.
+func (e *env) userConfig(t *testing.T, user string) *rest.Config {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(server.Config{DataDir: e.dataDir}.Paths().PKIDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(pki.UserClientSpec(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(restConfig(t, e))
+	cfg.CertData, cfg.KeyData = kp.CertPEM, kp.KeyPEM
+	return cfg
+}
