@@ -94,6 +94,17 @@ func (e *env) assertTop(t *testing.T, client kubernetes.Interface) {
 		t.Errorf("NodeMetrics usage = %v", nm.Usage)
 	}
 
+	// Field selectors: metadata.name and metadata.namespace, as metrics-server; others refused.
+	pmc := metricsclient.NewForConfigOrDie(admin).MetricsV1beta1().PodMetricses("")
+	one, err := pmc.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pods.Items[0].Name})
+	if err != nil || len(one.Items) != 1 || one.Items[0].Name != pods.Items[0].Name || len(one.Items[0].Containers) != 1 ||
+		one.Items[0].Containers[0].Usage.Memory().IsZero() || one.Items[0].Window.Duration <= 0 {
+		t.Errorf("PodMetrics with metadata.name=%s: %+v %v", pods.Items[0].Name, one, err)
+	}
+	if _, err := pmc.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + e.nodeName}); !apierrors.IsBadRequest(err) {
+		t.Errorf("PodMetrics with spec.nodeName: %v, want 400", err)
+	}
+
 	// Unauthenticated: 401. A user without RBAC: 403. A user bound to view: allowed.
 	url := admin.Host + "/apis/metrics.k8s.io/v1beta1/nodes"
 	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

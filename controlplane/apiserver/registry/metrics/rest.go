@@ -29,14 +29,24 @@ type Store interface {
 // selectors (metadata.name, metadata.namespace) applied to the nodes and pods, as metrics-server does.
 func Storage(s *Scraper, nodes, pods Store) map[string]rest.Storage {
 	return map[string]rest.Storage{
-		"nodes": &NodeREST{scraper: s, nodes: nodes, TableConvertor: rest.NewDefaultTableConvertor(metricsv1beta1.Resource("nodes"))},
-		"pods":  &PodREST{scraper: s, pods: pods, TableConvertor: rest.NewDefaultTableConvertor(metricsv1beta1.Resource("pods"))},
+		"nodes": &NodeREST{scraper: s, nodes: nodes, readOnly: readOnly{rest.NewDefaultTableConvertor(metricsv1beta1.Resource("nodes"))}},
+		"pods":  &PodREST{scraper: s, pods: pods, readOnly: readOnly{rest.NewDefaultTableConvertor(metricsv1beta1.Resource("pods"))}},
 	}
 }
 
+// readOnly is what both storages share: the default table (name, age), nothing to destroy, no
+// singular name.
+type readOnly struct{ rest.TableConvertor }
+
+// Destroy implements rest.Storage.
+func (readOnly) Destroy() {}
+
+// GetSingularName implements rest.SingularNameProvider.
+func (readOnly) GetSingularName() string { return "" }
+
 // NodeREST serves NodeMetrics (cluster-scoped, read-only).
 type NodeREST struct {
-	rest.TableConvertor
+	readOnly
 	scraper *Scraper
 	nodes   Store
 }
@@ -52,9 +62,6 @@ var (
 // New implements rest.Storage.
 func (r *NodeREST) New() runtime.Object { return &metricsv1beta1.NodeMetrics{} }
 
-// Destroy implements rest.Storage.
-func (r *NodeREST) Destroy() {}
-
 // NewList implements rest.Lister.
 func (r *NodeREST) NewList() runtime.Object { return &metricsv1beta1.NodeMetricsList{} }
 
@@ -63,9 +70,6 @@ func (r *NodeREST) Kind() string { return "NodeMetrics" }
 
 // NamespaceScoped implements rest.Scoper.
 func (r *NodeREST) NamespaceScoped() bool { return false }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (r *NodeREST) GetSingularName() string { return "" }
 
 // List returns the metrics of the nodes options select that have them, sorted by name.
 func (r *NodeREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
@@ -100,7 +104,7 @@ func (r *NodeREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (
 
 // PodREST serves PodMetrics (namespaced, read-only).
 type PodREST struct {
-	rest.TableConvertor
+	readOnly
 	scraper *Scraper
 	pods    Store
 }
@@ -116,9 +120,6 @@ var (
 // New implements rest.Storage.
 func (r *PodREST) New() runtime.Object { return &metricsv1beta1.PodMetrics{} }
 
-// Destroy implements rest.Storage.
-func (r *PodREST) Destroy() {}
-
 // NewList implements rest.Lister.
 func (r *PodREST) NewList() runtime.Object { return &metricsv1beta1.PodMetricsList{} }
 
@@ -127,9 +128,6 @@ func (r *PodREST) Kind() string { return "PodMetrics" }
 
 // NamespaceScoped implements rest.Scoper.
 func (r *PodREST) NamespaceScoped() bool { return true }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (r *PodREST) GetSingularName() string { return "" }
 
 // List returns the metrics of the pods of the request's namespace (all namespaces when none) that
 // options select and that have them, sorted by namespace and name.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,8 +39,9 @@ type Scraper struct {
 	resolution time.Duration
 	log        *slog.Logger
 
-	mu     sync.RWMutex
-	points points
+	mu      sync.RWMutex
+	points  points
+	failing map[string]bool // nodes whose last scrape failed
 }
 
 // NewScraper returns a Scraper of the Ready nodes nodes lists (a *corev1.NodeList lister: the node
@@ -52,7 +54,7 @@ func NewScraper(nodes rest.Lister, kubelets Kubelets, resolution time.Duration, 
 		log = slog.Default()
 	}
 	return &Scraper{nodes: nodes, kubelets: kubelets, resolution: resolution, log: log,
-		points: points{resolution: resolution}}
+		points: points{resolution: resolution}, failing: map[string]bool{}}
 }
 
 // Run scrapes at once and then every resolution until ctx ends. Each scrape is bounded by 90% of the
@@ -71,7 +73,8 @@ func (s *Scraper) Run(ctx context.Context) {
 }
 
 // Scrape reads every Ready node's kubelet once, in parallel, and stores the points. A node whose
-// kubelet fails is logged and left out of this batch (it then has no metrics until two more scrapes).
+// kubelet fails is left out of this batch (it then has no metrics until two more scrapes); the first
+// failure is logged.
 func (s *Scraper) Scrape(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.resolution*9/10)
 	defer cancel()
@@ -92,11 +95,10 @@ func (s *Scraper) Scrape(ctx context.Context) {
 	for i, name := range ready {
 		wg.Go(func() {
 			sum, at, err := s.summary(ctx, name)
-			if err != nil {
-				s.log.Warn("metrics: scrape kubelet", "node", name, "err", err)
-				return
+			s.logResult(name, err)
+			if err == nil {
+				summaries[i], times[i] = sum, at
 			}
-			summaries[i], times[i] = sum, at
 		})
 	}
 	wg.Wait()
@@ -108,8 +110,32 @@ func (s *Scraper) Scrape(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.points.store(b)
+	for n := range s.failing { // a node gone or NotReady is no longer reported as failing
+		if !slices.Contains(ready, n) {
+			delete(s.failing, n)
+		}
+	}
 	s.mu.Unlock()
 	s.log.Debug("metrics: scraped", "nodes", len(b.nodes), "pods", len(b.pods))
+}
+
+// logResult logs a node's first failed scrape and its first good one after failures (not every
+// failure every resolution).
+func (s *Scraper) logResult(node string, err error) {
+	s.mu.Lock()
+	was := s.failing[node]
+	if err != nil {
+		s.failing[node] = true
+	} else {
+		delete(s.failing, node)
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		s.log.Warn("metrics: scrape kubelet failed; the node has no metrics until it answers twice", "node", node, "err", err)
+	case err == nil && was:
+		s.log.Info("metrics: scrape kubelet succeeded again", "node", node)
+	}
 }
 
 // summary GETs one node's /stats/summary; at is when its answer arrived, which is when the kubelet
