@@ -9,7 +9,7 @@
 #            Debian's busybox-static applets and, where upstream's image has Alpine's tools, this
 #            host's Debian bash (also as /bin/sh), curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
 #            and the same build under 2.55 (the previous tag, which image-update specs switch from)
-#   busybox  Debian's busybox-static with its applet links
+#   busybox  Debian's busybox-static with its applet links, and this host's Debian bash as /bin/sh
 #   pause    nodekit's images/pause, built as 3.10.2
 #   nginx    Debian's nginx with the shared libraries it links, copied from the Debian packages
 #            installed on this host (dynamically linked, unlike upstream's image)
@@ -110,8 +110,13 @@ ref=$e2e/busybox:1.37.0-2
 if ! have "$ref"; then
 	busybox_deb
 	base_rootfs "$work/busybox"
+	# Debian's busybox 1.35 sh drops environment entries whose names are not shell identifiers (a
+	# ConfigMap key such as data-1 set as a variable) before running a command; upstream's busybox 1.37
+	# keeps them, and the ConfigMap/Secret env specs print them with `sh -c env`. bash passes them on.
+	host_bins "$work/busybox" bash=/bin/bash
+	ln -sf bash "$work/busybox/bin/sh"
 	"$mkimage" --rootfs "$work/busybox" --out "$out" --ref "$ref" --cmd sh --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		--source "debian:busybox-static $(dpkg-deb -f "$work"/debs/busybox-static_*.deb Version)"
+		--source "debian:busybox-static $(dpkg-deb -f "$work"/debs/busybox-static_*.deb Version) + host debian bash as /bin/sh"
 fi
 
 ref=registry.k8s.io/pause:3.10.2

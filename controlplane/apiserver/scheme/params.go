@@ -25,9 +25,13 @@ func addParamConversions(s *runtime.Scheme) error {
 		o.Previous = boolParam(q, "previous")
 		o.Timestamps = boolParam(q, "timestamps")
 		o.InsecureSkipTLSVerifyBackend = boolParam(q, "insecureSkipTLSVerifyBackend")
-		o.SinceSeconds = intParam(q, "sinceSeconds")
-		o.TailLines = intParam(q, "tailLines")
-		o.LimitBytes = intParam(q, "limitBytes")
+		for k, p := range map[string]**int64{"sinceSeconds": &o.SinceSeconds, "tailLines": &o.TailLines, "limitBytes": &o.LimitBytes} {
+			n, err := intParam(q, k)
+			if err != nil {
+				return err
+			}
+			*p = n
+		}
 		if v := q.Get("sinceTime"); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
@@ -83,19 +87,26 @@ func streamParams(q url.Values) (stdin, stdout, stderr, tty bool) {
 	return boolParam(q, "stdin"), boolParam(q, "stdout"), boolParam(q, "stderr"), boolParam(q, "tty")
 }
 
+// boolParam reads a boolean parameter as upstream's generated conversions do
+// (runtime.Convert_Slice_string_To_bool): absent, "false" and "0" are false, any other value is true.
 func boolParam(q url.Values, k string) bool {
-	b, _ := strconv.ParseBool(q.Get(k))
+	var b bool
+	_ = runtime.Convert_Slice_string_To_bool(ptr(q[k]), &b, nil) // never fails
 	return b
 }
 
-func intParam(q url.Values, k string) *int64 {
-	v := q.Get(k)
-	if v == "" {
-		return nil
+// intParam reads an integer parameter; absent is nil, and a value that is not an int64 is an error naming
+// the parameter (the request is refused with 400, as kube-apiserver's conversion refuses it).
+func intParam(q url.Values, k string) (*int64, error) {
+	v, ok := q[k]
+	if !ok || len(v) == 0 || v[0] == "" {
+		return nil, nil
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
+	n, err := strconv.ParseInt(v[0], 10, 64)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%s: %q is not an integer", k, v[0])
 	}
-	return &n
+	return &n, nil
 }
+
+func ptr[T any](v T) *T { return &v }

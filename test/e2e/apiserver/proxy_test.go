@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
@@ -65,6 +67,21 @@ func TestPodLogProxiedToKubelet(t *testing.T) {
 	r := <-got
 	if r.path != "/containerLogs/default/p/c" || r.query != "tailLines=5" || r.cn != "kube-apiserver-kubelet-client" {
 		t.Fatalf("kubelet saw %+v", r)
+	}
+	// bad parameters are refused before the kubelet is asked: 400 for a value that is not a number, 422
+	// naming the parameter for one out of range (as kube-apiserver's ValidatePodLogOptions).
+	for q, want := range map[string]string{"tailLines=ten": "tailLines", "tailLines=-1": "tailLines: Invalid value: -1",
+		"limitBytes=0": "limitBytes", "sinceSeconds=0": "sinceSeconds"} {
+		k, v, _ := strings.Cut(q, "=")
+		raw, err := s.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/pods/p/log").Param(k, v).DoRaw(ctx)
+		if err == nil || !strings.Contains(string(raw), want) || !(apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)) {
+			t.Errorf("pods/log?%s: got %v %s, want 400/422 naming %q", q, err, raw, want)
+		}
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("a refused pods/log request reached the kubelet: %+v", r)
+	default:
 	}
 	// a kubelet whose serving certificate the cluster CA did not sign (here self-signed) is refused
 	// before anything is sent to it.

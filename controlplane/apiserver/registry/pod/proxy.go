@@ -11,10 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
+	"github.com/nodekit/nodekit/controlplane/apiserver/validation"
 )
 
 // KubeletConnection finds a node's kubelet: its base URL (https://<InternalIP>:<kubelet port>) and the
@@ -122,6 +124,9 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 	o, ok := opts.(*corev1.PodLogOptions)
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid options object: %#v", opts))
+	}
+	if errs := validation.PodLogOptions(o); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PodLogOptions"}, name, errs)
 	}
 	u, rt, err := kubeletURL(ctx, r.store, r.kubelets, name, o.Container, "containerLogs")
 	if err != nil {
