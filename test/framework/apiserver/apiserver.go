@@ -47,6 +47,8 @@ type Options struct {
 	TokenFile string
 	// RequestTimeout is the API server's timeout of requests that are not long-running (0 = 60s).
 	RequestTimeout time.Duration
+	// DisableMetrics turns metrics.k8s.io off (`--disable metrics`).
+	DisableMetrics bool
 }
 
 // Server is a running test control plane.
@@ -168,6 +170,7 @@ func (s *Server) start() error {
 		EtcdEndpoints:               s.EtcdEndpoints,
 		ShutdownTimeout:             2 * time.Second,
 		RequestTimeout:              s.opts.RequestTimeout,
+		DisableMetrics:              s.opts.DisableMetrics,
 	})
 	if err != nil {
 		return err
