@@ -50,8 +50,8 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 
 // TestUpDemoAndPurge runs `nodekit up` on a fresh data dir and asserts the demo end to end: the node
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
-// pod's network namespace with all 3 backends seen, the cluster DNS (CoreDNS, assertClusterDNS),
-// `kubectl top` (assertTop), a killed demo container brought back to 3 Ready, a ReplicationController's
+// pod's network namespace with all 3 backends seen, `kubectl top` (assertTop), the cluster DNS
+// (CoreDNS, assertClusterDNS), a killed demo container brought back to 3 Ready, a ReplicationController's
 // life cycle (assertReplicationController); then SIGINT stops `up` cleanly, a second `up` with
 // --disable coredns,metrics resumes from the same etcd data (same pods' Deployment UID), removes the DNS
 // add-on and serves no metrics.k8s.io, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
@@ -120,11 +120,11 @@ func TestUpDemoAndPurge(t *testing.T) {
 		return strings.TrimSpace(string(out)), err
 	})
 
-	// Cluster DNS, in a demo pod and from the host.
-	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
-
 	// kubectl top: the resource metrics API, with its RBAC.
 	e.assertTop(t, client)
+
+	// Cluster DNS, in a demo pod and from the host.
+	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
 
 	// Kill one demo container: the kubelet restarts it and the Deployment is back to 3 Ready.
 	victim := ctrs[0]
