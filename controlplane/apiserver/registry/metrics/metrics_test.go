@@ -276,3 +276,20 @@ func TestScrapeAndServe(t *testing.T) {
 		t.Errorf("pods app=web: %v %v", obj, err)
 	}
 }
+
+// TestAddMergesSandboxes: a pod listed twice (an old ready sandbox with no running container, then
+// the current one) keeps the current sandbox's containers.
+func TestAddMergesSandboxes(t *testing.T) {
+	u64 := func(v uint64) *uint64 { return &v }
+	ref := statsapi.PodReference{Namespace: "ns", Name: "p"}
+	sum := &statsapi.Summary{Pods: []statsapi.PodStats{{PodRef: ref}, {PodRef: ref, Containers: []statsapi.ContainerStats{{Name: "c",
+		CPU: &statsapi.CPUStats{UsageCoreNanoSeconds: u64(5)}, Memory: &statsapi.MemoryStats{WorkingSetBytes: u64(7)}}}}}}
+	b := batch{nodes: map[string]point{}, pods: map[types.NamespacedName]map[string]point{}}
+	add(&b, "n", time.Now(), sum)
+	if c, ok := b.pods[types.NamespacedName{Namespace: "ns", Name: "p"}]["c"]; !ok || c.cpu != 5 || c.memory != 7 {
+		t.Errorf("pods = %+v", b.pods)
+	}
+	if len(b.nodes) != 0 {
+		t.Errorf("a node without CPU stats got a point: %+v", b.nodes)
+	}
+}

@@ -179,12 +179,17 @@ func add(b *batch, node string, at time.Time, sum *statsapi.Summary) {
 		b.nodes[node] = p
 	}
 	for _, ps := range sum.Pods {
+		// a pod may be listed once per ready sandbox (an old one not yet removed): its running
+		// containers are merged, the first of a name kept
 		ref := types.NamespacedName{Namespace: ps.PodRef.Namespace, Name: ps.PodRef.Name}
-		if _, dup := b.pods[ref]; dup {
-			continue
+		containers := b.pods[ref]
+		if containers == nil {
+			containers = map[string]point{}
 		}
-		containers := map[string]point{}
 		for _, c := range ps.Containers {
+			if _, seen := containers[c.Name]; seen {
+				continue
+			}
 			if p, ok := toPoint(c.StartTime.Time, at, c.CPU, c.Memory); ok {
 				containers[c.Name] = p
 			}
