@@ -95,7 +95,7 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names,
+// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy, dnsPolicy, volumes' names,
 // sysctls, schedulingGates, affinity and topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -118,6 +118,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for i := range s.Containers {
 		errs = append(errs, Container(&s.Containers[i], p.Child("containers").Index(i), names, volumes, false)...)
 	}
+	errs = append(errs, ephemeralContainers(s, p, names, volumes)...)
 	// As Kubernetes: one hostPort per protocol and host IP across the pod's containers.
 	hostPorts := sets.New[string]()
 	for i, c := range s.Containers {
@@ -159,7 +160,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 
 // Container validates one container: a DNS-1123 label name unique in the pod, an image, ports (1-65535,
 // protocol, unique names), resources (non-negative, requests within limits), env names, volume mounts
-// naming pod volumes, and probes.
+// naming pod volumes, imagePullPolicy, terminationMessagePolicy, and probes.
 func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[string], init bool) field.ErrorList {
 	errs := dnsLabel(c.Name, p.Child("name"))
 	if c.Name != "" && names.Has(c.Name) {
@@ -197,6 +198,16 @@ func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[strin
 			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
 		}
 		errs = append(errs, required(m.MountPath, mp.Child("mountPath"))...)
+	}
+	// terminationMessagePolicy as kube-apiserver (terminationMessagePath, like upstream, is not checked:
+	// the kubelet takes a relative one from /).
+	switch c.TerminationMessagePolicy {
+	case corev1.TerminationMessageReadFile, corev1.TerminationMessageFallbackToLogsOnError:
+	case "":
+		errs = append(errs, field.Required(p.Child("terminationMessagePolicy"), ""))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy,
+			[]string{string(corev1.TerminationMessageReadFile), string(corev1.TerminationMessageFallbackToLogsOnError)}))
 	}
 	switch c.ImagePullPolicy {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
