@@ -95,6 +95,12 @@ type Config struct {
 	// ProxyHealthzAddr is the proxy's /healthz and /livez host:port (--proxy-healthz-bind-address); empty
 	// disables them.
 	ProxyHealthzAddr string
+	// ComponentPods makes the kubelet publish the component process records of Paths().Components
+	// (internal/components) as mirror pods in kube-system (kubelet/processpods) and serve their logs;
+	// the agent writes its own service proxy's record (kube-proxy) there, the proxy then also logging to
+	// Paths().ProxyLog (--component-pods, default true). A server on the same data dir writes etcd's, the
+	// API server's, the scheduler's and the controller manager's.
+	ComponentPods bool
 	// KubeletConfigFile is the KubeletConfiguration file (--config) Kubelet was resolved from, if any.
 	KubeletConfigFile string
 	// Kubelet is the effective KubeletConfiguration (kubelet/config: defaults, the file, the kubelet
@@ -133,6 +139,7 @@ func Default() Config {
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
 		GoMemoryLimit:    DefaultGoMemoryLimit,
 		ProxyHealthzAddr: DefaultProxyHealthzAddr,
+		ComponentPods:    true,
 		Kubelet:          *kubeletconfig.Default(),
 	}
 }
@@ -158,6 +165,10 @@ type Paths struct {
 	// Storage holds the local-path PersistentVolumes of this node, one directory per volume
 	// (<DataDir>/storage, published as the Node's localpath.NodeDirAnnotation).
 	Storage string
+	// Components is the component process records directory of the node (<DataDir>/components, the
+	// server's too on a shared data dir); ProxyLog the service proxy's own log file
+	// (<DataDir>/logs/kube-proxy.log), written with ComponentPods.
+	Components, ProxyLog string
 }
 
 // Paths returns the layout of c's data dir, with the explicit directories (RootDir, CNIBinDir,
@@ -180,6 +191,8 @@ func (c Config) Paths() Paths {
 		Conflist:    filepath.Join(confDir, filepath.Base(cniconfig.DefaultPath)),
 		KubeletRoot: or(c.RootDir, filepath.Join(c.DataDir, "kubelet")),
 		Storage:     filepath.Join(c.DataDir, localpath.DirName),
+		Components:  filepath.Join(c.DataDir, "components"),
+		ProxyLog:    filepath.Join(c.DataDir, "logs", "kube-proxy.log"),
 	}
 	p.ContainerdLog = filepath.Join(p.Containerd, "containerd.log")
 	p.ContainerdSocket = containerd.SocketPath(p.Containerd)

@@ -125,7 +125,7 @@ func TestPaths(t *testing.T) {
 	want := Paths{DataDir: "/d", Containerd: "/d/containerd", ContainerdLog: "/d/containerd/containerd.log",
 		ContainerdSocket: "/d/containerd/containerd.sock", Images: "/d/images",
 		CNI: "/d/cni", CNIBin: "/d/cni/bin", CNICache: "/d/cni/cache", Conflist: "/etc/cni/net.d/10-nodekit.conflist", KubeletRoot: "/d/kubelet", KubeletPKI: "/d/kubelet/pki",
-		Storage: "/d/storage"}
+		Storage: "/d/storage", Components: "/d/components", ProxyLog: "/d/logs/kube-proxy.log"}
 	if got := c.Paths(); got != want {
 		t.Errorf("Paths() = %+v\nwant %+v", got, want)
 	}

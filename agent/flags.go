@@ -28,6 +28,7 @@ const (
 	FlagToken            = "token"
 	FlagCAHash           = "ca-hash"
 	FlagDisableProxy     = "disable-proxy"
+	FlagComponentPods    = "component-pods"
 	FlagProxyMode        = "proxy-mode"
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
 	FlagGoMemoryLimit    = "go-memory-limit"
@@ -64,6 +65,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.StringVar(&c.ProxyHealthzAddr, FlagProxyHealthzAddr, c.ProxyHealthzAddr, "host:port of the proxy's /healthz and /livez (kube-proxy's --healthz-bind-address); empty disables")
 	fs.StringVar(&c.GoMemoryLimit, FlagGoMemoryLimit, c.GoMemoryLimit, "the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit; a quantity such as 64Mi): "+
 		"the garbage collector runs harder near it instead of letting the heap double; empty or 0: none; $GOMEMLIMIT, when set, wins")
+	fs.BoolVar(&c.ComponentPods, FlagComponentPods, c.ComponentPods, "publish the component processes recorded in <data-dir>/components (etcd, kube-apiserver, ... by a server on this data dir; kube-proxy by this agent) as mirror pods in kube-system, with their logs")
 	return &Flags{cfg: c, kubelet: kubeletconfig.BindFlags(fs, &c.Kubelet, c.KubeletConfigFile)}
 }
 

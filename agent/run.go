@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cninetwork "github.com/nodekit/nodekit/cni/network"
+	"github.com/nodekit/nodekit/internal/components"
+	"github.com/nodekit/nodekit/internal/logging"
 	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
@@ -32,6 +35,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/prober"
+	"github.com/nodekit/nodekit/kubelet/processpods"
 	"github.com/nodekit/nodekit/kubelet/server"
 	"github.com/nodekit/nodekit/kubelet/servingcert"
 	"github.com/nodekit/nodekit/kubelet/static"
@@ -235,11 +239,18 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if err != nil {
 		return err
 	}
-	px, err := a.newProxy()
+	px, closeProxyLog, err := a.newProxy()
 	if err != nil {
 		return err
 	}
-	srv, err := a.newServer(kl, m, px)
+	defer closeProxyLog()
+	var procPods *processpods.Pods
+	if a.cfg.ComponentPods {
+		if procPods, err = processpods.New(processpods.Config{Dir: a.paths.Components, NodeName: a.nodeName, Client: a.client, Logger: a.log}); err != nil {
+			return err
+		}
+	}
+	srv, err := a.newServer(kl, m, px, procPods)
 	if err != nil {
 		return err
 	}
@@ -257,14 +268,23 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	if px != nil {
 		g.Go(func() error { return px.Run(gctx) })
 	}
+	// The mirror pod sources (static pods, component processes) start once the Node, their pods'
+	// owner, is registered.
+	var mirrorSources []func(context.Context) error
 	if src != nil {
+		mirrorSources = append(mirrorSources, src.Run)
+	}
+	if procPods != nil {
+		mirrorSources = append(mirrorSources, procPods.Run)
+	}
+	for _, run := range mirrorSources {
 		g.Go(func() error {
-			select { // mirror pods need the Node (their owner)
+			select {
 			case <-ns.Registered():
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			return src.Run(gctx)
+			return run(gctx)
 		})
 	}
 	if kc.ServerTLSBootstrap && kc.TLSCertFile == "" {
@@ -290,28 +310,49 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 	return g.Wait()
 }
 
-// newProxy makes the service proxy for the node (nil with DisableProxy); it logs through slog.Default().
-func (a *agent) newProxy() (*proxy.Proxier, error) {
+// newProxy makes the service proxy for the node (nil with DisableProxy). It logs through
+// slog.Default(); with ComponentPods, also to Paths().ProxyLog, and the agent records the proxy as
+// the kube-proxy component (the agent's own process) there. The returned func closes that log file.
+func (a *agent) newProxy() (*proxy.Proxier, func(), error) {
+	nop := func() {}
 	if a.cfg.DisableProxy {
 		slog.Info("service proxy disabled (--"+FlagDisableProxy+")", "node", a.nodeName)
-		return nil, nil
+		if a.cfg.ComponentPods {
+			if err := components.Remove(a.paths.Components, components.Proxy); err != nil {
+				slog.Warn("component record not removed", "component", components.Proxy, "err", err)
+			}
+		}
+		return nil, nop, nil
 	}
 	pc := proxy.Config{Client: a.client, Mode: a.cfg.ProxyMode, NodeName: a.nodeName,
 		ClusterCIDR: a.cfg.ClusterCIDR, MetricsAddr: a.cfg.ProxyMetricsAddr, NetNS: a.cfg.ProxyNetNS,
 		HealthzAddr: a.cfg.ProxyHealthzAddr}
+	closeLog := nop
+	if a.cfg.ComponentPods {
+		fh, f, err := logging.OpenFile(a.paths.ProxyLog, "info")
+		if err != nil {
+			return nil, nop, fmt.Errorf("service proxy log file: %w", err)
+		}
+		closeLog = func() { f.Close() }
+		pc.Logger = slog.New(slog.NewMultiHandler(slog.Default().Handler(), fh))
+		if _, err := components.Started(a.paths.Components, components.Proxy, os.Getpid(), time.Now(), os.Args, a.paths.ProxyLog); err != nil {
+			slog.Warn("component record not written", "component", components.Proxy, "err", err)
+		}
+	}
 	if a.cfg.TuneProxy != nil {
 		a.cfg.TuneProxy(&pc)
 	}
 	px, err := proxy.New(pc)
 	if err != nil {
-		return nil, fmt.Errorf("service proxy: %w", err)
+		closeLog()
+		return nil, nop, fmt.Errorf("service proxy: %w", err)
 	}
-	return px, nil
+	return px, closeLog, nil
 }
 
 // newServer makes the kubelet server (:10250) over kl; it serves px's status (proxystatus), or
-// Disabled when the node runs no proxy.
-func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier) (*server.Server, error) {
+// Disabled when the node runs no proxy, and the logs of procPods' component pods.
+func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier, procPods *processpods.Pods) (*server.Server, error) {
 	kc := &a.cfg.Kubelet
 	clientCA, err := loadClientCA(kc.Authentication.X509.ClientCAFile, a.rest)
 	if err != nil {
@@ -331,13 +372,17 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Pro
 	if kc.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow {
 		authz = nil
 	}
+	var processLogs func(namespace, pod, container string) (string, bool)
+	if procPods != nil {
+		processLogs = procPods.LogFile
+	}
 	return server.New(server.Config{
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
 		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
 		Authenticator: authn, Authorizer: authz,
 		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
 		Metrics: m, EnableProfiling: kc.EnableProfilingHandler != nil && *kc.EnableProfilingHandler,
-		ProxyStatus: proxyStatus(a.nodeName, px),
+		ProxyStatus: proxyStatus(a.nodeName, px), ProcessLogs: processLogs,
 	})
 }
 

@@ -70,6 +70,15 @@ type Config struct {
 	// Addons: which add-ons are disabled (--disable). Run reconciles them once the API server is
 	// ready, with the API server's ServiceCIDR.
 	Addons addons.Options
+	// Executable, when set, is the nodekit binary the scheduler and the controller manager run from as
+	// child processes of the server (`<Executable> <Args()> --run-component=<name>`, each with its own
+	// log file Paths().LogFile(name), restarted with back-off when it exits; `nodekit server` sets it).
+	// Empty: they run as goroutines of Run's process (in-process callers: tests, benchmarks).
+	Executable string
+	// LogFile is the file this process's own log lines go to (`nodekit server` writes
+	// Paths().LogFile("kube-apiserver") besides stderr); the etcd and kube-apiserver component records
+	// name it, so `kubectl logs` of their mirror pods reads it. Empty: their records name no log file.
+	LogFile string
 	// Ready, when set, is called once, as soon as the API server answers /readyz with ok (cmd/nodekit
 	// sends systemd's READY=1 from it).
 	Ready func()
@@ -129,7 +138,15 @@ type Paths struct {
 	// manager's own identities (system:kube-scheduler, system:kube-controller-manager), which the API
 	// server writes (<DataDir>/scheduler.kubeconfig, <DataDir>/controller-manager.kubeconfig).
 	SchedulerKubeconfig, ControllerManagerKubeconfig string
+	// Components holds the component process records (internal/components) the co-located kubelet
+	// publishes as mirror pods in kube-system (<DataDir>/components).
+	Components string
+	// Logs holds the components' log files (<DataDir>/logs; see LogFile).
+	Logs string
 }
+
+// LogFile is the log file of component name (internal/components' names): <Logs>/<name>.log.
+func (p Paths) LogFile(name string) string { return filepath.Join(p.Logs, name+".log") }
 
 // Paths returns c's data-dir layout.
 func (c Config) Paths() Paths {
@@ -142,6 +159,8 @@ func (c Config) Paths() Paths {
 		AdminKubeconfig:             filepath.Join(c.DataDir, "admin.kubeconfig"),
 		SchedulerKubeconfig:         filepath.Join(c.DataDir, "scheduler.kubeconfig"),
 		ControllerManagerKubeconfig: filepath.Join(c.DataDir, "controller-manager.kubeconfig"),
+		Components:                  filepath.Join(c.DataDir, "components"),
+		Logs:                        filepath.Join(c.DataDir, "logs"),
 	}
 }
 

@@ -86,9 +86,13 @@ func TestPaths(t *testing.T) {
 	p := Config{DataDir: "/var/lib/nodekit"}.Paths()
 	want := Paths{DataDir: "/var/lib/nodekit", EtcdDir: "/var/lib/nodekit/etcd", PKIDir: "/var/lib/nodekit/pki",
 		CACert: "/var/lib/nodekit/pki/ca.crt", AdminKubeconfig: "/var/lib/nodekit/admin.kubeconfig",
-		SchedulerKubeconfig: "/var/lib/nodekit/scheduler.kubeconfig", ControllerManagerKubeconfig: "/var/lib/nodekit/controller-manager.kubeconfig"}
+		SchedulerKubeconfig: "/var/lib/nodekit/scheduler.kubeconfig", ControllerManagerKubeconfig: "/var/lib/nodekit/controller-manager.kubeconfig",
+		Components: "/var/lib/nodekit/components", Logs: "/var/lib/nodekit/logs"}
 	if p != want {
 		t.Fatalf("Paths() = %+v, want %+v", p, want)
+	}
+	if f := p.LogFile("kube-scheduler"); f != "/var/lib/nodekit/logs/kube-scheduler.log" {
+		t.Errorf("LogFile = %s", f)
 	}
 }
 

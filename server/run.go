@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
@@ -15,21 +17,26 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit/controlplane/addons"
+	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/controlplane/scheduler"
+	"github.com/nodekit/nodekit/internal/components"
 )
 
 // Run runs the server until ctx ends: etcd (the embedded member in Paths().EtcdDir, unless
 // Etcd.Servers names external ones), then the API server (PKI and admin kubeconfig on first start),
-// then the scheduler and the controller manager as ordinary API clients. It calls c.Ready once the
-// API server answers /readyz (which checks the scheduler and the controller manager as
-// /readyz/scheduler and /readyz/controller-manager), then reconciles the add-ons (c.Addons, retrying
-// until done), and returns when the API server has shut down. If the scheduler or the controller manager
-// stops (returns or panics) while the server runs, Run logs it, shuts the API server down and returns an
-// error naming it, so `nodekit server` exits non-zero and its supervisor (systemd, `nodekit up`)
-// restarts the whole server.
+// then the scheduler and the controller manager as ordinary API clients: with c.Executable, as child
+// processes (RunComponent) that it restarts with back-off whenever they exit and stops (SIGTERM, then
+// SIGKILL after 10 s) before it returns; without, as goroutines of this process. It records each
+// component process in Paths().Components (internal/components) for the co-located kubelet's mirror
+// pods. It calls c.Ready once the API server answers /readyz (which checks the scheduler and the
+// controller manager as /readyz/scheduler and /readyz/controller-manager: a running loop, or a running
+// child process), then reconciles the add-ons (c.Addons, retrying until done), and returns when the
+// API server has shut down. If an in-process scheduler or controller manager stops (returns or panics)
+// while the server runs, Run logs it, shuts the API server down and returns an error naming it, so
+// `nodekit server` exits non-zero and its supervisor (systemd, `nodekit up`) restarts the whole server.
 func Run(ctx context.Context, c Config) error {
 	if c.DataDir == "" {
 		return errors.New("server: DataDir is required")
@@ -62,20 +69,43 @@ func Run(ctx context.Context, c Config) error {
 	co := c.Controllers
 	// csrsigning signs node client certificates (token joins) with the cluster CA the API server trusts.
 	co.ClusterSigner = api.CA
-	loops, err := controlLoops(p.SchedulerKubeconfig, p.ControllerManagerKubeconfig, c.Scheduler, co)
-	if err != nil {
-		return err
-	}
-	for _, l := range loops {
-		if err := api.AddReadyzChecks(l.check()); err != nil {
-			return err
-		}
-	}
+	recordSelf(c, len(ec.Servers) == 0)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var loops []*loop
+	var children []*child
+	if c.Executable != "" {
+		children = c.children()
+		for _, ch := range children {
+			if err := api.AddReadyzChecks(ch.check()); err != nil {
+				return err
+			}
+		}
+	} else {
+		sl, err := schedulerLoop(p.SchedulerKubeconfig, c.Scheduler)
+		if err != nil {
+			return err
+		}
+		cl, err := controllerManagerLoop(p.ControllerManagerKubeconfig, co)
+		if err != nil {
+			return err
+		}
+		loops = []*loop{sl, cl}
+		for _, l := range loops {
+			if err := api.AddReadyzChecks(l.check()); err != nil {
+				return err
+			}
+		}
+	}
 	stopped := make(chan error, len(loops))
 	for _, l := range loops {
 		l.start(ctx, stopped)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred later, so run first): the children have exited
+	defer cancel()
+	for _, ch := range children {
+		wg.Go(func() { ch.run(ctx) })
 	}
 	addonOpts := c.Addons
 	addonOpts.ServiceCIDR = c.APIServer.ServiceCIDR
@@ -123,35 +153,110 @@ func startAddons(ctx context.Context, kubeconfig string, o addons.Options) {
 	addons.Run(ctx, client, o, slog.Default().With("component", "addons"), 5*time.Second)
 }
 
-// controlLoops returns the scheduler and the controller manager, each with its own kubeconfig
-// (identity system:kube-scheduler or system:kube-controller-manager, which the bootstrap RBAC policy
-// grants their roles): they reach etcd only through the API server, and their informers retry until it
-// serves and authorizes them. The controller manager also gets a metadata client on its identity (the
-// namespace controller deletes custom resources with it).
-func controlLoops(schedulerKubeconfig, controllersKubeconfig string, so scheduler.Options, co controllers.Options) ([]*loop, error) {
-	schedClient, _, err := clientFor(schedulerKubeconfig)
+// schedulerLoop returns the scheduler on its own kubeconfig (identity system:kube-scheduler, which the
+// bootstrap RBAC policy grants its role): it reaches etcd only through the API server, and its informers
+// retry until it serves and authorizes it.
+func schedulerLoop(kubeconfig string, so scheduler.Options) (*loop, error) {
+	client, _, err := clientFor(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	client, cfg, err := clientFor(controllersKubeconfig)
+	return &loop{name: SchedulerLoop, run: func(ctx context.Context) error { return scheduler.Run(ctx, client, so) }}, nil
+}
+
+// controllerManagerLoop returns the controller manager on its own kubeconfig (identity
+// system:kube-controller-manager), with metadata, dynamic and CRD clients on that identity (the
+// namespace controller deletes custom resources with the metadata client).
+func controllerManagerLoop(kubeconfig string, co controllers.Options) (*loop, error) {
+	client, cfg, err := clientFor(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	if co.Metadata, err = metadata.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("control loops: metadata client for %s: %w", controllersKubeconfig, err)
+		return nil, fmt.Errorf("control loops: metadata client for %s: %w", kubeconfig, err)
 	}
 	if co.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("control loops: dynamic client for %s: %w", controllersKubeconfig, err)
+		return nil, fmt.Errorf("control loops: dynamic client for %s: %w", kubeconfig, err)
 	}
 	crds, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("control loops: CRD client for %s: %w", controllersKubeconfig, err)
+		return nil, fmt.Errorf("control loops: CRD client for %s: %w", kubeconfig, err)
 	}
 	co.CRDs = crds.CustomResourceDefinitions()
-	return []*loop{
-		{name: SchedulerLoop, run: func(ctx context.Context) error { return scheduler.Run(ctx, schedClient, so) }},
-		{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }},
-	}, nil
+	return &loop{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }}, nil
+}
+
+// children are the scheduler and the controller manager as child processes of c.Executable: the
+// server's own command line plus --run-component (RunComponent), logging to Paths().LogFile.
+func (c Config) children() []*child {
+	p := c.Paths()
+	var out []*child
+	for _, n := range []struct{ name, loop string }{{components.Scheduler, SchedulerLoop}, {components.ControllerManager, ControllerManagerLoop}} {
+		out = append(out, &child{name: n.name, loop: n.loop, exe: c.Executable,
+			args:    append(c.Args(), "--"+FlagRunComponent+"="+n.name),
+			logFile: p.LogFile(n.name), records: p.Components})
+	}
+	return out
+}
+
+// recordSelf writes the component records of this process: kube-apiserver, and etcd when it is the
+// embedded member (an external etcd's record is removed: its pod would not be this process).
+func recordSelf(c Config, embeddedEtcd bool) {
+	p := c.Paths()
+	cmd := append([]string{os.Args[0]}, os.Args[1:]...)
+	start := time.Now()
+	for _, name := range []string{components.APIServer, components.Etcd} {
+		if name == components.Etcd && !embeddedEtcd {
+			if err := components.Remove(p.Components, name); err != nil {
+				slog.Warn("component record not removed", "component", name, "err", err)
+			}
+			continue
+		}
+		if _, err := components.Started(p.Components, name, os.Getpid(), start, cmd, c.LogFile); err != nil {
+			slog.Warn("component record not written", "component", name, "err", err)
+		}
+	}
+}
+
+// RunComponent runs one component of server c in this process until ctx ends — the scheduler
+// (components.Scheduler) or the controller manager (components.ControllerManager), on their
+// kubeconfigs in c's data dir, the controller manager signing with the cluster CA of its PKI dir — as
+// the child process `nodekit server ... --run-component=<name>` that Run starts when Executable is set.
+// It returns ctx's error when ctx ends, and an error naming the component when it stops on its own
+// (the process then exits non-zero and the server restarts it).
+func RunComponent(ctx context.Context, c Config, name string) error {
+	if c.DataDir == "" {
+		return errors.New("server: DataDir is required")
+	}
+	c = c.WithDefaults()
+	p := c.Paths()
+	var l *loop
+	var err error
+	switch name {
+	case components.Scheduler:
+		l, err = schedulerLoop(p.SchedulerKubeconfig, c.Scheduler)
+	case components.ControllerManager:
+		co := c.Controllers
+		ca, caErr := pki.LoadOrCreateCA(p.PKIDir)
+		if caErr != nil {
+			return fmt.Errorf("--%s=%s: %w", FlagRunComponent, name, caErr)
+		}
+		co.ClusterSigner = ca
+		l, err = controllerManagerLoop(p.ControllerManagerKubeconfig, co)
+	default:
+		return fmt.Errorf("--%s: %q is not one of %s, %s", FlagRunComponent, name, components.Scheduler, components.ControllerManager)
+	}
+	if err != nil {
+		return err
+	}
+	stopped := make(chan error, 1)
+	l.start(ctx, stopped)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-stopped:
+		return err
+	}
 }
 
 // clientFor returns a client for a control loop's kubeconfig, and the config it is built on.

@@ -96,13 +96,21 @@ func (s *Server) findContainer(ctx context.Context, pod *v1.Pod, container strin
 // containerLogs serves /containerLogs/{namespace}/{pod}/{container} with upstream's query parameters
 // (v1.PodLogOptions: follow, previous, timestamps, tailLines, limitBytes, sinceSeconds, sinceTime), by
 // reading the CRI log file of the container (CRI "Container logs" format) with k8s.io/cri-client's
-// parser; follow streams until the container stops or the client goes away.
+// parser; follow streams until the container stops or the client goes away. The pods ProcessLogs
+// names (component processes, kubelet/processpods) are served from their component's log file instead
+// (processLogs).
 func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	ns, name, ctrName := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
 	opts, previous, err := parseLogOptions(r)
 	if err != nil {
 		fail(w, &httpError{http.StatusBadRequest, err.Error()})
 		return
+	}
+	if s.cfg.ProcessLogs != nil {
+		if path, ok := s.cfg.ProcessLogs(ns, name, ctrName); ok {
+			s.processLogs(w, r, path, opts, previous)
+			return
+		}
 	}
 	pod, err := s.lookupPod(ns, name, "")
 	if err != nil {

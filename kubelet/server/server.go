@@ -88,6 +88,10 @@ type Config struct {
 	// ProxyStatus, when set, is served as JSON on proxystatus.Path (authorized as nodes/proxy): what the
 	// node's service proxy has programmed. Nil: that path answers 404, as on an upstream kubelet.
 	ProxyStatus func() proxystatus.Status
+	// ProcessLogs, when set, names the log file of the pods that are component processes rather than
+	// containers (kubelet/processpods.Pods.LogFile: only from the node's trusted component records):
+	// /containerLogs of such a pod reads that file. Nil: every pod's logs come from the runtime.
+	ProcessLogs func(namespace, pod, container string) (path string, ok bool)
 	Logger      *slog.Logger
 }
 

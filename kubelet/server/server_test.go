@@ -86,11 +86,16 @@ func TestServer(t *testing.T) {
 	// CRI log format: <RFC3339Nano> <stream> <P|F> <line>
 	os.WriteFile(logPath+".new", []byte("2026-01-01T00:00:00.000000001Z stdout F hello\n2026-01-01T00:00:01.000000001Z stderr P par\n2026-01-01T00:00:01.000000002Z stderr F tial\n2026-01-01T00:00:02.000000001Z stdout F last\n"), 0o644)
 	os.WriteFile(logPath+".old", []byte("2026-01-01T00:00:00.000000001Z stdout F previous run\n"), 0o644)
+	compLog := filepath.Join(dir, "kube-scheduler.log")
+	os.WriteFile(compLog, []byte("time=2026-01-01T00:00:00Z level=INFO msg=\"scheduler started\"\ntime=2026-01-01T00:00:01Z level=INFO msg=\"pod scheduled\"\n"), 0o644)
+	processLogs := func(ns, pod, container string) (string, bool) {
+		return compLog, ns == "kube-system" && pod == "kube-scheduler-n1" && (container == "" || container == "kube-scheduler")
+	}
 	pki := testpki.New(t)
 	p := pods{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid1"}}}
 	s, err := New(Config{Address: "127.0.0.1", Port: 0, CertDir: filepath.Join(dir, "pki"), NodeName: "n1",
 		NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, ClientCA: pki.Pool, Authorizer: authorizerfactory.NewPrivilegedGroups("system:masters"), Pods: p, Runtime: &fakeRuntime{logPath: logPath}, RootDir: dir,
-		EnableProfiling: true,
+		EnableProfiling: true, ProcessLogs: processLogs,
 		ProxyStatus: func() proxystatus.Status {
 			return proxystatus.Status{Node: "n1", Mode: "iptables", Services: []proxystatus.Service{{Namespace: "default", Name: "web", ResourceVersion: "7"}}}
 		}})
@@ -165,10 +170,18 @@ func TestServer(t *testing.T) {
 		"/containerLogs/default/web/app?previous=true":                  "previous run\n",
 		"/containerLogs/default/web/app?timestamps=true&tailLines=1":    "2026-01-01T00:00:02.000000001Z last\n",
 		"/containerLogs/default/web/app?sinceTime=2026-01-01T00:00:01Z": "partial\nlast\n",
+		// A component process's pod: its log file.
+		"/containerLogs/kube-system/kube-scheduler-n1/kube-scheduler?tailLines=1": "time=2026-01-01T00:00:01Z level=INFO msg=\"pod scheduled\"\n",
 	} {
 		if code, body := get(path); code != 200 || body != want {
 			t.Errorf("%s = %d %q, want %q", path, code, body, want)
 		}
+	}
+	if code, body := get("/containerLogs/kube-system/kube-scheduler-n1/kube-scheduler?previous=true"); code != 400 || !strings.Contains(body, "previous") {
+		t.Errorf("previous logs of a process pod = %d %q", code, body)
+	}
+	if code, _ := get("/containerLogs/kube-system/kube-scheduler-n2/kube-scheduler"); code != 404 {
+		t.Errorf("logs of a pod no record names = %d, want 404 (not a file)", code)
 	}
 	if code, body := get("/containerLogs/default/nope/app"); code != 404 || !strings.Contains(body, "pod default/nope not found") {
 		t.Errorf("logs of a missing pod = %d %q", code, body)

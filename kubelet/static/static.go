@@ -258,8 +258,8 @@ func MirrorPod(p *v1.Pod, nodeUID types.UID) *v1.Pod {
 
 // syncMirrors creates missing mirror pods, recreates outdated ones and deletes orphans. The pods on
 // this node are listed once (by spec.nodeName, the only pod list the Node authorizer grants a node; a
-// node may not get a pod by name before it exists); orphans are the mirror pods among them and the
-// mirrors this Source created earlier whose static pod is gone.
+// node may not get a pod by name before it exists); orphans are the file-source mirror pods among them
+// and the mirrors this Source created earlier whose static pod is gone.
 func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 	if s.nodeUID == "" {
 		n, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
@@ -293,7 +293,8 @@ func (s *Source) syncMirrors(ctx context.Context, pods []*v1.Pod) error {
 		orphans[key] = true
 	}
 	for key, p := range onNode {
-		if isMirror(p) {
+		// Mirror pods of other sources (the component processes' pods, kubelet/processpods) are theirs.
+		if isMirror(p) && p.Annotations[ConfigSourceAnnotation] == FileSource {
 			orphans[key] = true
 		}
 	}
@@ -342,14 +343,23 @@ func isMirror(p *v1.Pod) bool {
 	return ok
 }
 
-// deleteMirror deletes mirror pod m immediately (grace period 0, preconditioned on its UID).
+// deleteMirror deletes mirror pod m (DeleteMirror) and logs it.
 func (s *Source) deleteMirror(ctx context.Context, m *v1.Pod) error {
+	if err := DeleteMirror(ctx, s.cfg.Client, m); err != nil {
+		return err
+	}
+	s.log.Info("mirror pod deleted", "pod", m.Namespace+"/"+m.Name)
+	return nil
+}
+
+// DeleteMirror deletes mirror pod m immediately (grace period 0, preconditioned on its UID, as
+// upstream's mirror client); a pod already gone or replaced is not an error. Errors name the pod.
+func DeleteMirror(ctx context.Context, client kubernetes.Interface, m *v1.Pod) error {
 	grace := int64(0)
 	uid := m.UID
-	err := s.cfg.Client.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := client.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete mirror pod %s/%s: %w", m.Namespace, m.Name, err)
 	}
-	s.log.Info("mirror pod deleted", "pod", m.Namespace+"/"+m.Name)
 	return nil
 }

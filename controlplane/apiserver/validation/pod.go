@@ -95,8 +95,9 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy, dnsPolicy, volumes' names,
-// sysctls, schedulingGates, affinity and topologySpreadConstraints.
+// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy, dnsPolicy,
+// volumes' names, sysctls, schedulingGates, priorityClassName and preemptionPolicy, affinity and
+// topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -153,6 +154,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, schedulingGates(s.SchedulingGates, p.Child("schedulingGates"))...)
+	errs = append(errs, podPriority(s, p)...)
 	errs = append(errs, affinity(s.Affinity, p.Child("affinity"))...)
 	errs = append(errs, topologySpreadConstraints(s.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))...)
 	return errs

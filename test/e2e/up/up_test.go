@@ -126,6 +126,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 	// Cluster DNS, in a demo pod and from the host.
 	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
 
+	// The control plane in kube-system: mirror pods of the component processes.
+	e.assertComponentPods(t, client, dep.Spec.Template)
+
 	// Kill one demo container: the kubelet restarts it and the Deployment is back to 3 Ready.
 	victim := ctrs[0]
 	before := restartCount(t, client, victim.Labels["io.kubernetes.pod.name"])

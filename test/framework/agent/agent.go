@@ -44,6 +44,7 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	dataDir := c.DataDir
 	t.Cleanup(func() { UnmountBelow(t, dataDir) }) // runs before t.TempDir's removal
 	c.CNIConfDir, c.DisableProxy = filepath.Join(c.DataDir, "net.d"), true
+	c.ComponentPods = false // no server on this data dir, and no proxy
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
 	k.Address, k.Port = "127.0.0.1", int32(port)
