@@ -64,6 +64,7 @@ func Run(ctx context.Context, c Config) error {
 	if ao.ShutdownTimeout == 0 {
 		ao.ShutdownTimeout = ShutdownTimeout
 	}
+	ao.DisableMetrics = !c.Addons.Enabled(addons.Metrics)
 	ao.EtcdEndpoints = store.Endpoints
 	ao.EtcdCAFile, ao.EtcdCertFile, ao.EtcdKeyFile = store.CAFile, store.CertFile, store.KeyFile
 	api, err := apiserver.New(ao)

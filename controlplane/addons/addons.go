@@ -6,7 +6,9 @@
 //
 // The add-ons: coredns, the cluster DNS (CoreDNS from the bundled image nodekit.local/coredns, its
 // ServiceAccount, RBAC and Corefile, and the Service kube-system/kube-dns at the tenth address of the
-// service range); local-storage, the default StorageClass local-path (`--disable local-storage`).
+// service range); local-storage, the default StorageClass local-path (`--disable local-storage`);
+// metrics, the resource metrics API metrics.k8s.io, which the API server serves itself and which has no
+// objects here (`--disable metrics` turns the API server's Options.DisableMetrics on).
 package addons
 
 import (
@@ -31,10 +33,13 @@ const (
 	CoreDNS = "coredns"
 	// LocalStorage is the default StorageClass local-path (nodekit's local-path provisioner).
 	LocalStorage = "local-storage"
+	// Metrics is the resource metrics API (metrics.k8s.io, `kubectl top`), served by the API server
+	// from the kubelets' /stats/summary: it has no objects to reconcile.
+	Metrics = "metrics"
 )
 
 // Names lists every add-on, in install order.
-var Names = []string{CoreDNS, LocalStorage}
+var Names = []string{CoreDNS, LocalStorage, Metrics}
 
 // Labels put on every object an add-on owns: LabelAddon names the add-on, so that disabling it
 // removes exactly its objects (and never an object someone else made under the same name).
@@ -147,7 +152,9 @@ func Reconcile(ctx context.Context, client kubernetes.Interface, o Options, log 
 			}
 			log.Debug("add-on object reconciled", "addon", name, "kind", obj.kind, "object", obj.name, "created", created)
 		}
-		log.Info("add-on reconciled", "addon", name)
+		if len(objs) > 0 { // metrics has none: the API server serves it
+			log.Info("add-on reconciled", "addon", name)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -191,6 +198,8 @@ func objectsOf(name string, client kubernetes.Interface, o Options) ([]object, e
 		return corednsObjects(client, o)
 	case LocalStorage:
 		return localStorageObjects(client), nil
+	case Metrics:
+		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown add-on %q", name)
 }

@@ -37,7 +37,7 @@ func TestValidate(t *testing.T) {
 		t.Errorf("--disable coredns: %v", err)
 	}
 	err := Options{Disabled: []string{"traefik"}}.Validate()
-	if err == nil || !strings.Contains(err.Error(), `--disable: unknown add-on "traefik" (known: coredns, local-storage)`) {
+	if err == nil || !strings.Contains(err.Error(), `--disable: unknown add-on "traefik" (known: coredns, local-storage, metrics)`) {
 		t.Errorf("--disable traefik: %v", err)
 	}
 }

@@ -1,4 +1,5 @@
-// Package scheme is the API server's runtime.Scheme: the k8s.io/api types of the groups nodekit serves.
+// Package scheme is the API server's runtime.Scheme: the k8s.io/api types of the groups nodekit serves (and
+// k8s.io/metrics' metrics.k8s.io/v1beta1).
 //
 // nodekit has no internal API types. Each served external type is registered a second time under its
 // group's internal version (runtime.APIVersionInternal), so the generic REST handlers, which decode to the
@@ -36,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
 )
@@ -54,7 +56,7 @@ var (
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
 		admissionregistrationv1.SchemeGroupVersion, storagev1.SchemeGroupVersion, nodev1.SchemeGroupVersion, svmv1.SchemeGroupVersion,
-		schedulingv1.SchemeGroupVersion,
+		schedulingv1.SchemeGroupVersion, metricsv1beta1.SchemeGroupVersion,
 	}
 )
 
@@ -64,7 +66,7 @@ func init() {
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
 		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme,
-		storagev1.AddToScheme, nodev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, metainternalversion.AddToScheme,
+		storagev1.AddToScheme, nodev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, metricsv1beta1.AddToScheme, metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -45,6 +45,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/admission"
 	"github.com/nodekit/nodekit/controlplane/apiserver/allocator"
@@ -63,6 +64,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/batch"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/metrics"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/networking"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/node"
@@ -337,6 +339,14 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		g.VersionedResourcesStorageMap["v1"] = storage
 		groups = append(groups, &g)
 	}
+	var scraper *metrics.Scraper
+	if !opts.DisableMetrics {
+		// metrics.k8s.io served by the API server itself, from the kubelets' /stats/summary (docs/metrics.md)
+		scraper = metrics.NewScraper(nodeStore, kubelets, opts.MetricResolution, slog.Default().With("component", "metrics"))
+		g := genericapiserver.NewDefaultAPIGroupInfo(metricsv1beta1.GroupName, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+		g.VersionedResourcesStorageMap[metricsv1beta1.SchemeGroupVersion.Version] = metrics.Storage(scraper, nodeStore, podStore)
+		groups = append(groups, &g)
+	}
 	if err := gs.InstallAPIGroups(groups...); err != nil {
 		return nil, nil, fmt.Errorf("apiserver: install groups: %w", err)
 	}
@@ -349,6 +359,12 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	if scraper != nil {
+		gs.AddPostStartHookOrDie("nodekit-metrics-scraper", func(hc genericapiserver.PostStartHookContext) error {
+			go scraper.Run(hc.Context)
+			return nil
+		})
+	}
 	gs.AddPostStartHookOrDie("nodekit-node-authorizer-graph", func(hc genericapiserver.PostStartHookContext) error {
 		return nodeauthz.Populate(hc.Context, loopback, nodeGraph)
 	})

@@ -74,6 +74,12 @@ type Options struct {
 	// old files (0: no limit). Both "": no audit log.
 	AuditPolicyFile, AuditLogPath                      string
 	AuditLogMaxAge, AuditLogMaxBackup, AuditLogMaxSize int
+	// DisableMetrics turns the resource metrics API (metrics.k8s.io, what `kubectl top` reads) off: it
+	// is neither served nor in discovery, and no kubelet is scraped (`nodekit server --disable metrics`).
+	DisableMetrics bool
+	// MetricResolution is how often the kubelets' /stats/summary are scraped for metrics.k8s.io
+	// (default 15s, metrics-server's --metric-resolution); CPU usage is the rate over two scrapes.
+	MetricResolution time.Duration
 	// EtcdEndpoints and the etcd TLS files locate the store.
 	EtcdEndpoints                         []string
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string

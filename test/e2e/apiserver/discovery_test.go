@@ -107,6 +107,10 @@ func TestDiscoveryServesWhatItLists(t *testing.T) {
 			}
 		}
 	}
+	// the resource metrics API the API server serves itself (docs/metrics.md)
+	if got := slices.Sorted(slices.Values(legacy["metrics.k8s.io/v1beta1"])); !slices.Equal(got, []string{"nodes", "pods"}) {
+		t.Fatalf("metrics.k8s.io/v1beta1 lists %v, want [nodes pods]", got)
+	}
 	for gv := range legacy {
 		if !seen[gv] {
 			t.Fatalf("%s is in /apis but not in aggregated discovery", gv)

@@ -50,11 +50,11 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 
 // TestUpDemoAndPurge runs `nodekit up` on a fresh data dir and asserts the demo end to end: the node
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
-// pod's network namespace with all 3 backends seen, the cluster DNS (CoreDNS, assertClusterDNS), a
-// killed demo container brought back to 3 Ready, a ReplicationController's life cycle
-// (assertReplicationController); then SIGINT stops `up` cleanly, a second `up` with
-// --disable coredns resumes from the same etcd data (same pods' Deployment UID) and removes the DNS
-// add-on, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
+// pod's network namespace with all 3 backends seen, `kubectl top` (assertTop), the cluster DNS
+// (CoreDNS, assertClusterDNS), a killed demo container brought back to 3 Ready, a ReplicationController's
+// life cycle (assertReplicationController); then SIGINT stops `up` cleanly, a second `up` with
+// --disable coredns,metrics resumes from the same etcd data (same pods' Deployment UID), removes the DNS
+// add-on and serves no metrics.k8s.io, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
 // pod log directory or data directory.
 func TestUpDemoAndPurge(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -120,6 +120,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 		return strings.TrimSpace(string(out)), err
 	})
 
+	// kubectl top: the resource metrics API, with its RBAC.
+	e.assertTop(t, client)
+
 	// Cluster DNS, in a demo pod and from the host.
 	e.assertClusterDNS(t, client, rt, ctrs[0].Id)
 
@@ -154,13 +157,14 @@ func TestUpDemoAndPurge(t *testing.T) {
 	up.interrupt(t)
 
 	// A second up resumes from the same etcd: the same Deployment (same UID), 3 Ready pods; with
-	// --disable coredns its server removes the DNS add-on.
-	e.extraArgs = []string{"--disable", addons.CoreDNS}
+	// --disable coredns,metrics its server removes the DNS add-on and does not serve metrics.k8s.io.
+	e.extraArgs = []string{"--disable", addons.CoreDNS + "," + addons.Metrics}
 	up2 := e.startUp(t)
 	client = e.client(t)
 	e.waitNodeReady(t, client)
 	e.waitDemoReady(t, client, 3, nil)
 	e.waitCoreDNSRemoved(t, client)
+	e.assertMetricsDisabled(t, client)
 	dep2, err := client.AppsV1().Deployments(examples.DemoNamespace).Get(ctx, examples.DemoName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

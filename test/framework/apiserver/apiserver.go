@@ -51,6 +51,8 @@ type Options struct {
 	EncryptionProviderConfig string
 	// AuditPolicyFile and AuditLogPath turn the audit log on (--audit-policy-file, --audit-log-path).
 	AuditPolicyFile, AuditLogPath string
+	// DisableMetrics turns metrics.k8s.io off (`--disable metrics`).
+	DisableMetrics bool
 }
 
 // Server is a running test control plane.
@@ -183,6 +185,7 @@ func (s *Server) start() error {
 		EncryptionProviderConfig:    s.opts.EncryptionProviderConfig,
 		AuditPolicyFile:             s.opts.AuditPolicyFile,
 		AuditLogPath:                s.opts.AuditLogPath,
+		DisableMetrics:              s.opts.DisableMetrics,
 	})
 	if err != nil {
 		return err

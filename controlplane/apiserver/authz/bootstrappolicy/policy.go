@@ -1,6 +1,7 @@
 // Package bootstrappolicy is the RBAC policy the API server installs and reconciles at every start: the
 // ClusterRoles, ClusterRoleBindings, Roles and RoleBindings Kubernetes' kube-apiserver bootstraps
-// (cluster-admin, admin/edit/view aggregated from system:aggregate-to-*, system:discovery,
+// (cluster-admin, admin/edit/view aggregated from system:aggregate-to-* and metrics-server's
+// system:aggregated-metrics-reader, system:discovery,
 // system:basic-user, system:public-info-viewer, system:node-bootstrapper, system:node-proxier,
 // system:kube-scheduler, system:kube-controller-manager and the system:controller:* roles of the
 // controllers nodekit runs, system:kube-dns, ...) with the same rules, plus what kubeadm adds for
@@ -100,8 +101,13 @@ func aggregated(name, selectorLabel string, labels map[string]string) rbacv1.Clu
 			{MatchLabels: map[string]string{selectorLabel: "true"}}}}}
 }
 
-func withLabel(r rbacv1.ClusterRole, key string) rbacv1.ClusterRole {
-	r.Labels = map[string]string{key: "true"}
+func withLabel(r rbacv1.ClusterRole, key string) rbacv1.ClusterRole { return withLabels(r, key) }
+
+func withLabels(r rbacv1.ClusterRole, keys ...string) rbacv1.ClusterRole {
+	r.Labels = map[string]string{}
+	for _, k := range keys {
+		r.Labels[k] = "true"
+	}
 	return r
 }
 
@@ -198,6 +204,9 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(readWrite...).groups(rbac).res("roles", "rolebindings")), AggregateToAdmin),
 		withLabel(clusterRole("system:aggregate-to-edit", editRules()...), AggregateToEdit),
 		withLabel(clusterRole("system:aggregate-to-view", viewRules()...), AggregateToView),
+		// metrics-server's own role, so that view, edit and admin users may `kubectl top`
+		withLabels(clusterRole("system:aggregated-metrics-reader", rule(read...).groups(metricsGroup).res("pods", "nodes")),
+			AggregateToView, AggregateToEdit, AggregateToAdmin),
 		clusterRole("system:heapster",
 			rule(read...).groups(core).res("events", "pods", "nodes", "namespaces"),
 			rule(read...).groups(extensions).res("deployments")),
