@@ -62,6 +62,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/policy"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/proxyhandler"
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/replicationcontroller"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/resourcequota"
@@ -143,7 +144,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
-	core["nodes/proxy"] = node.NewProxyREST(kubelets)
+	// pods/proxy, services/proxy and nodes/proxy to other ports dial pod and node addresses directly:
+	// the API server runs on a node or lab host, where pod CIDRs are routed.
+	proxyTransport := proxyhandler.NewTransport()
+	core["nodes/proxy"] = node.NewProxyREST(kubelets, proxyTransport)
 	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
@@ -212,6 +216,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	core["pods/proxy"] = pod.NewProxyREST(podStore, proxyTransport)
+	core["services/proxy"] = service.NewProxyREST(core["services"].(rest.Getter), disc["endpointslices"].(rest.Lister), podStore, proxyTransport)
 	appsStorage, err := apps.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
