@@ -112,6 +112,7 @@ func (a *agent) newKubelet(probes kubelet.ProbeManager, m *metrics.Metrics) (*ku
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		EvictionMaxPodGracePeriod:        int64(kc.EvictionMaxPodGracePeriod),
 		NetworkGC:                        a.networkGC,
+		AllowedUnsafeSysctls:             kc.AllowedUnsafeSysctls,
 	}
 	if kc.ResolverConfig != nil {
 		cfg.ResolvConf = *kc.ResolverConfig

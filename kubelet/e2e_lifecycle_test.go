@@ -30,9 +30,12 @@ func waitingReason(p *v1.Pod, name string) string {
 	return ""
 }
 
-// TestRestartPolicies: exit codes and reasons per restartPolicy, and CrashLoopBackOff gaps that double.
+// TestRestartPolicies: exit codes and reasons per restartPolicy, and CrashLoopBackOff gaps that double;
+// on the same node, termination messages (terminationCases) and pod sysctls (sysctlCases).
 func TestRestartPolicies(t *testing.T) {
 	n := newNode(t, false)
+	terminationCases(t, n)
+	sysctlCases(t, n)
 
 	t.Run("NeverFails", func(t *testing.T) {
 		t.Parallel()
@@ -71,7 +74,7 @@ func TestRestartPolicies(t *testing.T) {
 
 	t.Run("AlwaysCrashLoopBackOff", func(t *testing.T) {
 		t.Parallel()
-		n.create(n.demoPod("crash", "--exit-after=1s", "--exit-code=3"))
+		n.create(n.demoPod("crash", "--exit-after=1s", "--exit-code=3", "--termination-message=crashed"))
 		// Record each instance's start time and the finish time of the one before it.
 		starts := map[int32]time.Time{}
 		finishes := map[int32]time.Time{}
@@ -91,8 +94,8 @@ func TestRestartPolicies(t *testing.T) {
 				} else if cs.State.Waiting != nil {
 					finishes[cs.RestartCount] = lt.FinishedAt.Time
 				}
-				if lt.ExitCode != 3 || lt.Reason != "Error" {
-					t.Errorf("lastState %+v, want exit 3 reason Error", lt)
+				if lt.ExitCode != 3 || lt.Reason != "Error" || lt.Message != "crashed" {
+					t.Errorf("lastState %+v, want exit 3 reason Error message crashed (its termination message)", lt)
 				}
 			}
 			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {

@@ -51,6 +51,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/podworkers"
 	"github.com/nodekit/nodekit/kubelet/prober/results"
 	"github.com/nodekit/nodekit/kubelet/status"
+	"github.com/nodekit/nodekit/kubelet/sysctl"
 	"github.com/nodekit/nodekit/kubelet/volumes"
 )
 
@@ -82,7 +83,8 @@ type Kubelet struct {
 	started   bool
 	node      *v1.Node
 	nodeAt    time.Time
-	evicted   map[types.UID]string // pod → eviction message (longrun.go)
+	failed    map[types.UID]podFailure // pods the kubelet failed: evicted or rejected (longrun.go)
+	sysctls   *sysctl.Allowlist
 
 	eviction atomic.Pointer[eviction.Manager] // set by Run when there are eviction thresholds
 }
@@ -104,12 +106,15 @@ func New(cfg Config) (*Kubelet, error) {
 		unhealthy: map[string]kuberuntime.FailedProbe{},
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
-		evicted:   map[types.UID]string{},
+		failed:    map[types.UID]podFailure{},
 		starts:    newPodStarts(c.Metrics),
 		running:   make(chan struct{}),
 	}
 	if k.prober == nil {
 		k.prober = noProber{}
+	}
+	if k.sysctls, err = sysctl.New(c.AllowedUnsafeSysctls); err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
 	}
 	k.volumes = volumes.New(c.RootDir, c.NodeName, c.Client, k.log)
 	k.status = status.NewManager(c.Client, k.log)
@@ -136,7 +141,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	runtime := k.cfg.Metrics.InstrumentRuntime(k.cfg.Runtime)
 	rm, err := kuberuntime.New(ctx, kuberuntime.Options{
 		Runtime: runtime, Images: k.cfg.Metrics.InstrumentImages(k.cfg.Images), Recorder: k.recorderOrDefault(ctx), Helper: k,
-		PodLogsDir: k.cfg.PodLogsDir, CgroupRoot: k.cfg.CgroupRoot, CgroupDriver: k.cfg.CgroupDriver,
+		PodLogsDir: k.cfg.PodLogsDir, PodContainerDir: k.podContainerDir, CgroupRoot: k.cfg.CgroupRoot, CgroupDriver: k.cfg.CgroupDriver,
 		CrashLoopBackOff: k.cfg.CrashLoopBackOff, MaxCrashLoopBackOff: k.cfg.MaxCrashLoopBackOff,
 		ImagePullBackOff: k.cfg.ImagePullBackOff, MaxImagePullBackOff: k.cfg.MaxImagePullBackOff,
 		SerializeImagePulls: k.cfg.SerializeImagePulls, MaxPerPodContainer: k.cfg.MaxPerPodContainer, Log: k.log,

@@ -85,6 +85,10 @@ type Config struct {
 	// lists (ready or not), taken while no RunPodSandbox of this kubelet is in flight, so a sandbox
 	// being made is never collected. Called at start and every GCPeriod; nil: never.
 	NetworkGC func(ctx context.Context, sandboxIDs []string) error
+	// AllowedUnsafeSysctls are the sysctls beyond the safe set (kubelet/sysctl.Safe) pods may set on
+	// this node: names, or prefixes ending in "*" (upstream's allowedUnsafeSysctls). A pod with any other
+	// sysctl is rejected with reason SysctlForbidden.
+	AllowedUnsafeSysctls []string
 	// MaxPerPodContainer is how many dead instances of each container are kept for lastState (default 1).
 	MaxPerPodContainer int
 

@@ -77,7 +77,7 @@ func (k *Kubelet) IsUnderPIDPressure() bool { return k.eviction.Load().IsUnderPI
 func (k *Kubelet) ActivePods() []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range k.Pods() {
-		if podspec.IsTerminal(p.Status.Phase) || p.DeletionTimestamp != nil || k.evictedMessage(p.UID) != "" {
+		if podspec.IsTerminal(p.Status.Phase) || p.DeletionTimestamp != nil || k.hasFailed(p.UID) {
 			continue
 		}
 		if st, ok := k.workers.State(p.UID); ok && st != podworkers.Syncing {
@@ -88,11 +88,14 @@ func (k *Kubelet) ActivePods() []*v1.Pod {
 	return out
 }
 
+// podFailure is why the kubelet failed a pod: the status reason and message it gets.
+type podFailure struct{ reason, message string }
+
 // EvictPod kills the pod within gracePeriodSeconds; its status becomes phase Failed, reason Evicted
 // and message (eviction.Pods). The pod object stays, as upstream's evicted pods do.
 func (k *Kubelet) EvictPod(pod *v1.Pod, gracePeriodSeconds int64, message string) {
 	k.mu.Lock()
-	k.evicted[pod.UID] = message
+	k.failed[pod.UID] = podFailure{reason: eviction.Reason, message: message}
 	desired := k.pods[pod.UID]
 	k.mu.Unlock()
 	if desired == nil {
@@ -101,32 +104,49 @@ func (k *Kubelet) EvictPod(pod *v1.Pod, gracePeriodSeconds int64, message string
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: desired, Kill: true, GracePeriod: &gracePeriodSeconds})
 }
 
+// rejectPod records that the kubelet refuses to run pod (upstream's admission rejection): its status
+// becomes phase Failed with reason and message, and its worker terminates it.
+func (k *Kubelet) rejectPod(pod *v1.Pod, reason, message string) {
+	k.mu.Lock()
+	_, known := k.failed[pod.UID]
+	k.failed[pod.UID] = podFailure{reason: reason, message: message}
+	k.mu.Unlock()
+	if !known {
+		k.recorder.Event(pod, v1.EventTypeWarning, reason, message)
+		k.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "reason", reason, "message", message)
+	}
+}
+
 // PodCleanedUp reports whether the pod's worker has stopped all of its containers.
 func (k *Kubelet) PodCleanedUp(uid types.UID) bool {
 	st, ok := k.workers.State(uid)
 	return !ok || st == podworkers.Terminated
 }
 
-// evictedMessage is the eviction message of a pod the eviction manager evicted, or "".
-func (k *Kubelet) evictedMessage(uid types.UID) string {
+// failure is why the kubelet failed the pod (evicted or rejected); ok false when it did not.
+func (k *Kubelet) failure(uid types.UID) (podFailure, bool) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.evicted[uid]
+	f, ok := k.failed[uid]
+	return f, ok
 }
 
-// markEvicted applies an eviction to a status being generated: old's phase Failed (so the generated
-// conditions are those of a finished pod), then reason and message on s. It reports whether the pod
-// was evicted.
-func (k *Kubelet) markEvicted(uid types.UID, old, s *v1.PodStatus) bool {
-	msg := k.evictedMessage(uid)
-	if msg == "" {
+// hasFailed reports whether the kubelet evicted or rejected the pod.
+func (k *Kubelet) hasFailed(uid types.UID) bool { _, ok := k.failure(uid); return ok }
+
+// markFailed applies an eviction or rejection to a status being generated: old's phase Failed (so the
+// generated conditions are those of a finished pod), then reason and message on s. It reports whether
+// the kubelet failed the pod.
+func (k *Kubelet) markFailed(uid types.UID, old, s *v1.PodStatus) bool {
+	f, ok := k.failure(uid)
+	if !ok {
 		return false
 	}
 	if old != nil {
 		old.Phase = v1.PodFailed
 	}
 	if s != nil {
-		s.Phase, s.Reason, s.Message = v1.PodFailed, eviction.Reason, msg
+		s.Phase, s.Reason, s.Message = v1.PodFailed, f.reason, f.message
 	}
 	return true
 }

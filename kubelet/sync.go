@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
 	"github.com/nodekit/nodekit/kubelet/status"
+	"github.com/nodekit/nodekit/kubelet/sysctl"
 )
 
 // The pod worker steps (podworkers.Syncer) and the runtime manager's helper (kuberuntime.RuntimeHelper).
@@ -33,14 +35,14 @@ func (k *Kubelet) generateStatus(ctx context.Context, pod *v1.Pod, terminal bool
 		// Conditions others own (readiness gates, DisruptionTarget, ...) as the API has them now.
 		old.Conditions = status.MergeConditions(old.Conditions, api.Status.Conditions)
 	}
-	evicted := k.markEvicted(pod.UID, &old, nil)
+	failed := k.markFailed(pod.UID, &old, nil)
 	s := status.Generate(status.Input{
 		Pod: pod, Old: old, Runtime: rs, HostIPs: k.hostIPs(ctx), Terminal: terminal, Now: time.Now(),
 		Waiting: func(name string) (kuberuntime.Waiting, bool) { return k.runtime.WaitingReason(pod.UID, name) },
 		Probe:   func(s *v1.PodStatus) { k.prober.UpdatePodStatus(pod, s) },
 	})
-	if evicted {
-		k.markEvicted(pod.UID, nil, &s)
+	if failed {
+		k.markFailed(pod.UID, nil, &s)
 	}
 	return s, rs, nil
 }
@@ -80,6 +82,16 @@ func (k *Kubelet) apiPod(uid types.UID) *v1.Pod {
 func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResult, error) {
 	if podspec.IsTerminal(pod.Status.Phase) {
 		return podworkers.SyncResult{Terminal: true}, nil
+	}
+	if msg := k.sysctls.Admit(pod); msg != "" {
+		// Rejected before anything of it runs (upstream's sysctl admission): the status is Failed, and
+		// the worker's termination stops whatever an earlier kubelet may have started.
+		k.rejectPod(pod, sysctl.ForbiddenReason, msg)
+		s, _, err := k.generateStatus(ctx, pod, true)
+		if err != nil {
+			return podworkers.SyncResult{}, err
+		}
+		return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
 	}
 	defer k.starts.observeSync(pod.UID, time.Now())
 	k.addToProber(pod)
@@ -204,7 +216,7 @@ func (k *Kubelet) SyncRemovedPod(ctx context.Context, pod *v1.Pod) error {
 	k.starts.forget(pod.UID)
 	k.mu.Lock()
 	delete(k.volPaths, pod.UID)
-	delete(k.evicted, pod.UID)
+	delete(k.failed, pod.UID)
 	k.mu.Unlock()
 	return nil
 }
@@ -243,6 +255,12 @@ func (k *Kubelet) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, 
 		return nil, err
 	}
 	return &kuberuntime.RunContainerOptions{Envs: env, Mounts: mounts}, nil
+}
+
+// podContainerDir is <pod dir>/containers/<container> (upstream's layout): the host directory of the
+// container's termination message files, removed with the pod directory.
+func (k *Kubelet) podContainerDir(uid types.UID, container string) string {
+	return filepath.Join(k.volumes.PodDir(uid), "containers", container)
 }
 
 // GetPullSecrets returns the pod's imagePullSecrets that exist (kuberuntime.RuntimeHelper).

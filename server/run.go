@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -137,6 +139,14 @@ func controlLoops(schedulerKubeconfig, controllersKubeconfig string, so schedule
 	if co.Metadata, err = metadata.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("control loops: metadata client for %s: %w", controllersKubeconfig, err)
 	}
+	if co.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("control loops: dynamic client for %s: %w", controllersKubeconfig, err)
+	}
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("control loops: CRD client for %s: %w", controllersKubeconfig, err)
+	}
+	co.CRDs = crds.CustomResourceDefinitions()
 	return []*loop{
 		{name: SchedulerLoop, run: func(ctx context.Context) error { return scheduler.Run(ctx, schedClient, so) }},
 		{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }},

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -35,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
 	"github.com/nodekit/nodekit/controlplane/controllers/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/controllers/statefulset"
+	"github.com/nodekit/nodekit/controlplane/controllers/storagemigration"
 	"github.com/nodekit/nodekit/controlplane/controllers/volume"
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/internal/podnet"
@@ -68,11 +71,13 @@ const (
 	ResourceQuota = "resourcequota"
 	// PersistentVolumeBinder binds claims to volumes, provisions local-path volumes and reclaims them.
 	PersistentVolumeBinder = "persistentvolume-binder"
+	// StorageVersionMigrator rewrites the objects StorageVersionMigrations name (needs Options.Dynamic).
+	StorageVersionMigrator = "storage-version-migrator"
 )
 
 // All lists every controller name.
 var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota, PersistentVolumeBinder}
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota, PersistentVolumeBinder, StorageVersionMigrator}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -109,6 +114,12 @@ type Options struct {
 	// lists beyond the built-in kinds (custom resources). When nil, those are left alone and both
 	// controllers say so in the log.
 	Metadata metadata.Interface
+	// Dynamic is a dynamic client on the same identity: the storage version migrator patches objects of
+	// any resource through it.
+	Dynamic dynamic.Interface
+	// CRDs is a CustomResourceDefinition client on the same identity: the storage version migrator marks
+	// a custom resource's definition while its objects migrate, and trims its storedVersions after.
+	CRDs apiextensionsclient.CustomResourceDefinitionInterface
 	// ResourceQuotaSyncPeriod is how often the resource quota controller recalculates every quota in
 	// full (kube-controller-manager's --resource-quota-sync-period; default 5 min).
 	ResourceQuotaSyncPeriod time.Duration
@@ -225,6 +236,12 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = resourcequota.New(client, factory, opts.Metadata, opts.ResourceQuotaSyncPeriod, log)
 		case PersistentVolumeBinder:
 			r, err = volume.New(client, factory, bundled.DemoServerV1, log)
+		case StorageVersionMigrator:
+			if opts.Dynamic == nil || opts.Metadata == nil {
+				log.Warn("controller not started: no dynamic or metadata client configured", "controller", StorageVersionMigrator)
+				continue
+			}
+			r, err = storagemigration.New(client, opts.CRDs, opts.Dynamic, opts.Metadata, factory, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -9,7 +9,7 @@
 #            Debian's busybox-static applets and, where upstream's image has Alpine's tools, this
 #            host's Debian bash (also as /bin/sh), curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
 #            and the same build under 2.55 (the previous tag, which image-update specs switch from)
-#   busybox  Debian's busybox-static with its applet links
+#   busybox  Debian's busybox-static with its applet links, and this host's Debian bash as /bin/sh
 #   pause    nodekit's images/pause, built as 3.10.2
 #   nginx    Debian's nginx with the shared libraries it links, copied from the Debian packages
 #            installed on this host (dynamically linked, unlike upstream's image)
@@ -59,7 +59,9 @@ busybox_deb() {
 }
 
 # base_rootfs DIR: the directories and account files a container expects, and busybox with a link
-# for each of its applets (busybox --list-full gives their paths).
+# for each of its applets at the path Debian gives it (busybox --list-full) and in /bin, as in upstream's
+# busybox image (the docker library one, every applet in /bin): the suite runs e.g. /bin/sysctl, which
+# Debian has as /sbin/sysctl.
 base_rootfs() {
 	local d=$1
 	rm -rf "$d" && mkdir -p "$d"/{bin,sbin,usr/bin,usr/sbin,etc,dev,proc,sys,root,home,var,tmp}
@@ -67,7 +69,9 @@ base_rootfs() {
 	cp "$work/busybox-deb/bin/busybox" "$d/bin/busybox"
 	local a
 	for a in $("$d/bin/busybox" --list-full); do
-		[[ -e $d/$a ]] || ln -s /bin/busybox "$d/$a"
+		# -L too: a link made here points at /bin/busybox of the image, which -e looks for on the host.
+		[[ -e $d/$a || -L $d/$a ]] || ln -s /bin/busybox "$d/$a"
+		[[ -e $d/bin/${a##*/} || -L $d/bin/${a##*/} ]] || ln -s /bin/busybox "$d/bin/${a##*/}"
 	done
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n' >"$d/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$d/etc/group"
@@ -87,6 +91,10 @@ host_bins() {
 		mkdir -p "$d$(dirname "$dest")"
 		rm -f "$d$dest"
 		cp "$(readlink -f "$src")" "$d$dest"
+		# base_rootfs's /bin link of the busybox applet of that name leads to this program too.
+		if [[ $(readlink "$d/bin/${dest##*/}") == /bin/busybox ]]; then
+			ln -sf "$dest" "$d/bin/${dest##*/}"
+		fi
 		for lib in $(ldd "$src" | awk '/=> \//{print $3} /^\t\/lib/{print $1}'); do
 			real=$(readlink -f "$lib")
 			mkdir -p "$d$(dirname "$lib")" "$d$(dirname "$real")"
@@ -110,8 +118,13 @@ ref=$e2e/busybox:1.37.0-2
 if ! have "$ref"; then
 	busybox_deb
 	base_rootfs "$work/busybox"
+	# Debian's busybox 1.35 sh drops environment entries whose names are not shell identifiers (a
+	# ConfigMap key such as data-1 set as a variable) before running a command; upstream's busybox 1.37
+	# keeps them, and the ConfigMap/Secret env specs print them with `sh -c env`. bash passes them on.
+	host_bins "$work/busybox" bash=/bin/bash
+	ln -sf bash "$work/busybox/bin/sh"
 	"$mkimage" --rootfs "$work/busybox" --out "$out" --ref "$ref" --cmd sh --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		--source "debian:busybox-static $(dpkg-deb -f "$work"/debs/busybox-static_*.deb Version)"
+		--source "debian:busybox-static $(dpkg-deb -f "$work"/debs/busybox-static_*.deb Version) + host debian bash as /bin/sh"
 fi
 
 ref=registry.k8s.io/pause:3.10.2

@@ -13,7 +13,8 @@
 //   - UDP echo on --udp-port (default 8081): every datagram is answered with the pod name.
 //
 // Pod identity comes from the downward-API env vars POD_NAME, POD_NAMESPACE and POD_IP. --slow-start
-// delays listening (and so readiness); --exit-after/--exit-code simulate a crash; on SIGTERM it logs
+// delays listening (and so readiness); --exit-after/--exit-code simulate a crash; --termination-message
+// is written to --termination-message-path (/dev/termination-log) at start; on SIGTERM it logs
 // "received SIGTERM", turns unready, waits --term-delay and exits 0. A port of 0 disables that listener.
 //
 // Invoked as cat, echo, sleep, env, ls, touch, rm, true, false, hostname or sh (the image links /bin/<name>
@@ -60,6 +61,8 @@ type options struct {
 	slowStart, termDelay    time.Duration
 	exitAfter               time.Duration
 	exitCode                int
+	// message, when set, is written to messageFile at start (a termination message).
+	message, messageFile string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -78,6 +81,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.termDelay, "term-delay", 0, "wait this long after SIGTERM before exiting")
 	fs.DurationVar(&o.exitAfter, "exit-after", 0, "exit with --exit-code after this long (simulated crash)")
 	fs.IntVar(&o.exitCode, "exit-code", 1, "exit code used by --exit-after")
+	fs.StringVar(&o.message, "termination-message", "", "write this to --termination-message-path at start")
+	fs.StringVar(&o.messageFile, "termination-message-path", "/dev/termination-log", "file --termination-message is written to")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -114,6 +119,12 @@ func serve(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo-server:", err)
 		return 2
+	}
+	if opts.message != "" {
+		if err := os.WriteFile(opts.messageFile, []byte(opts.message), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-server:", err)
+			return 1
+		}
 	}
 	s := &server{opts: opts, grpc: health.NewServer()}
 	s.healthy.Store(true)

@@ -45,7 +45,7 @@ var Supported = []string{
 	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
-	"enableProfilingHandler",
+	"enableProfilingHandler", "allowedUnsafeSysctls",
 }
 
 // Default returns a KubeletConfiguration holding upstream's v1beta1 defaults for the fields nodekit

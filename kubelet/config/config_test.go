@@ -34,6 +34,7 @@ evictionHard:
   memory.available: 200Mi
 containerLogMaxSize: 1Mi
 imageMaximumGCAge: 1h
+allowedUnsafeSysctls: ["kernel.msg*"]
 `
 
 func writeFile(t *testing.T, s string) string {
@@ -53,7 +54,7 @@ func TestDecode(t *testing.T) {
 	if cfg.Address != "127.0.0.1" || cfg.Port != 11250 || cfg.MaxPods != 50 || cfg.NodeLeaseDurationSeconds != 8 ||
 		cfg.NodeStatusUpdateFrequency.Duration != 2*time.Second || cfg.ClusterDomain != "cluster.local" ||
 		!reflect.DeepEqual(cfg.ClusterDNS, []string{"10.96.0.10"}) || cfg.Authentication.X509.ClientCAFile != "/etc/ca.crt" ||
-		cfg.RuntimeRequestTimeout.Duration != 3*time.Minute {
+		cfg.RuntimeRequestTimeout.Duration != 3*time.Minute || !reflect.DeepEqual(cfg.AllowedUnsafeSysctls, []string{"kernel.msg*"}) {
 		t.Errorf("decoded %+v", cfg)
 	}
 	// Defaults survive for fields the file does not set.

@@ -499,6 +499,9 @@ func (m *Manager) GarbageCollect(ctx context.Context, active func(types.UID) boo
 				usedSandbox[c.PodSandboxId] = true
 				continue
 			}
+			if err := m.removeTerminationMessageFile(ctx, c.Id); err != nil {
+				errs = append(errs, err)
+			}
 			if _, err := m.opts.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil && !isNotFound(err) {
 				errs = append(errs, err)
 			}

@@ -32,7 +32,7 @@ const (
 const minGracePeriod = 2
 
 // containerConfig builds the CRI ContainerConfig for c: image, command/args with $(VAR) expansion,
-// working dir, env and mounts from the RuntimeHelper, log path <name>/<restartCount>.log below the pod log
+// working dir, env and mounts from the RuntimeHelper plus the termination message file, log path <name>/<restartCount>.log below the pod log
 // directory, labels/annotations, resources and security context.
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
 	sc, err := containerSecurityContext(pod, c)
@@ -55,6 +55,16 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		}
 		return out
 	}
+	mounts := opts.Mounts
+	if m.opts.PodContainerDir != nil {
+		tm, err := terminationMessageMount(m.opts.PodContainerDir(pod.UID, c.Name), c)
+		if err != nil {
+			return nil, err
+		}
+		if tm != nil {
+			mounts = append(mounts, tm)
+		}
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -63,7 +73,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		WorkingDir:  c.WorkingDir,
 		Labels:      containerLabels(pod, c),
 		Annotations: containerAnnotations(pod, c, restartCount),
-		Mounts:      opts.Mounts,
+		Mounts:      mounts,
 		Envs:        opts.Envs,
 		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
 		Stdin:       c.Stdin,

@@ -51,6 +51,10 @@ type Options struct {
 	Helper   RuntimeHelper
 	// PodLogsDir is the root of pod log directories (/var/log/pods).
 	PodLogsDir string
+	// PodContainerDir is the host directory of a container's per-instance files, upstream's
+	// <pod dir>/containers/<container>: each instance's termination message file is created there and
+	// bind-mounted at its terminationMessagePath. Nil: no termination message files.
+	PodContainerDir func(uid types.UID, container string) string
 	// CgroupRoot and CgroupDriver place pod cgroups (see CgroupParent).
 	CgroupRoot, CgroupDriver string
 	// Back-off bounds for container restarts and image pulls.
@@ -193,6 +197,14 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		}
 		cs := m.toContainerStatus(s.Status)
 		cs.SandboxID = c.PodSandboxId
+		if s.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if msg := m.terminationMessage(ctx, s.Status); msg != "" {
+				if cs.Message != "" {
+					cs.Message += ": "
+				}
+				cs.Message += msg
+			}
+		}
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	sort.SliceStable(st.ContainerStatuses, func(i, j int) bool {

@@ -24,6 +24,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -73,6 +74,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/storage"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/storagemigration"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/store"
 	"github.com/nodekit/nodekit/controlplane/apiserver/satoken"
 	"github.com/nodekit/nodekit/controlplane/apiserver/scheme"
@@ -242,6 +244,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	svmStorage, err := storagemigration.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
 	namespaces, nsStore, err := namespace.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -308,7 +314,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
-		storagev1.GroupName: storageClasses, flowcontrolv1.GroupName: apfStorage,
+		storagev1.GroupName: storageClasses, svmv1.GroupName: svmStorage, flowcontrolv1.GroupName: apfStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {

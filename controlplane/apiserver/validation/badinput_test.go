@@ -134,6 +134,37 @@ func TestContainerResourcesAndEnv(t *testing.T) {
 	}
 }
 
+// TestTerminationMessagePolicy: File and FallbackToLogsOnError are accepted, another value is
+// NotSupported (kube-apiserver's error), an empty one Required.
+func TestTerminationMessagePolicy(t *testing.T) {
+	const f = "spec.containers[0].terminationMessagePolicy"
+	for _, tc := range []struct {
+		policy corev1.TerminationMessagePolicy
+		want   field.ErrorType // "" for valid
+	}{
+		{corev1.TerminationMessageReadFile, ""},
+		{corev1.TerminationMessageFallbackToLogsOnError, ""},
+		{"Logs", field.ErrorTypeNotSupported},
+		{"", field.ErrorTypeRequired},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+		podspec.Default(&p.Spec)
+		p.Spec.Containers[0].TerminationMessagePolicy = tc.policy
+		errs := Pod(p)
+		switch {
+		case tc.want == "" && len(errs) != 0:
+			t.Errorf("%q: %v", tc.policy, errs)
+		case tc.want != "" && !hasCause(errs, f, tc.want):
+			t.Errorf("%q: want %s on %s, got %v", tc.policy, tc.want, f, errs)
+		}
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", TerminationMessagePolicy: "Logs"}}}}
+	podspec.Default(&p.Spec)
+	if errs := Pod(p); len(errs) != 1 || errs[0].Error() != `spec.containers[0].terminationMessagePolicy: Unsupported value: "Logs": supported values: "File", "FallbackToLogsOnError"` {
+		t.Errorf("message: %v", errs)
+	}
+}
+
 // TestDeploymentRollingUpdate: maxSurge/maxUnavailable must be non-negative integers or percentages,
 // maxUnavailable at most 100%, not both zero, and only with the RollingUpdate type; counts are >= 0.
 func TestDeploymentRollingUpdate(t *testing.T) {

@@ -159,7 +159,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 
 // Container validates one container: a DNS-1123 label name unique in the pod, an image, ports (1-65535,
 // protocol, unique names), resources (non-negative, requests within limits), env names, volume mounts
-// naming pod volumes, and probes.
+// naming pod volumes, imagePullPolicy, terminationMessagePolicy, and probes.
 func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[string], init bool) field.ErrorList {
 	errs := dnsLabel(c.Name, p.Child("name"))
 	if c.Name != "" && names.Has(c.Name) {
@@ -197,6 +197,16 @@ func Container(c *corev1.Container, p *field.Path, names, volumes sets.Set[strin
 			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
 		}
 		errs = append(errs, required(m.MountPath, mp.Child("mountPath"))...)
+	}
+	// terminationMessagePolicy as kube-apiserver (terminationMessagePath, like upstream, is not checked:
+	// the kubelet takes a relative one from /).
+	switch c.TerminationMessagePolicy {
+	case corev1.TerminationMessageReadFile, corev1.TerminationMessageFallbackToLogsOnError:
+	case "":
+		errs = append(errs, field.Required(p.Child("terminationMessagePolicy"), ""))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy,
+			[]string{string(corev1.TerminationMessageReadFile), string(corev1.TerminationMessageFallbackToLogsOnError)}))
 	}
 	switch c.ImagePullPolicy {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

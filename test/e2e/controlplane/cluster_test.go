@@ -17,10 +17,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -72,6 +74,8 @@ func startCluster(t *testing.T) *cluster {
 		defer wg.Done()
 		err := controllers.Run(ctx, cm, controllers.Options{
 			Metadata:               cmMeta,
+			Dynamic:                dynamic.NewForConfigOrDie(s.ControllerManagerConfig(t)),
+			CRDs:                   apiextensionsclient.NewForConfigOrDie(s.ControllerManagerConfig(t)).CustomResourceDefinitions(),
 			Logger:                 testLogger(),
 			ClusterCIDR:            "10.244.0.0/16",
 			NodeMonitorGracePeriod: labGrace,

@@ -46,25 +46,27 @@ var (
 
 // API groups the rules name.
 const (
-	core          = ""
-	apps          = "apps"
-	authn         = "authentication.k8s.io"
-	authz         = "authorization.k8s.io"
-	autoscaling   = "autoscaling"
-	batch         = "batch"
-	certificates  = "certificates.k8s.io"
-	coordination  = "coordination.k8s.io"
-	discovery     = "discovery.k8s.io"
-	events        = "events.k8s.io"
-	extensions    = "extensions"
-	networking    = "networking.k8s.io"
-	policy        = "policy"
-	rbac          = "rbac.authorization.k8s.io"
-	storage       = "storage.k8s.io"
-	nodeGroup     = "node.k8s.io"
-	metricsGroup  = "metrics.k8s.io"
-	customMetrics = "custom.metrics.k8s.io"
-	extMetrics    = "external.metrics.k8s.io"
+	core             = ""
+	apps             = "apps"
+	authn            = "authentication.k8s.io"
+	authz            = "authorization.k8s.io"
+	autoscaling      = "autoscaling"
+	batch            = "batch"
+	certificates     = "certificates.k8s.io"
+	coordination     = "coordination.k8s.io"
+	discovery        = "discovery.k8s.io"
+	events           = "events.k8s.io"
+	extensions       = "extensions"
+	networking       = "networking.k8s.io"
+	policy           = "policy"
+	rbac             = "rbac.authorization.k8s.io"
+	storage          = "storage.k8s.io"
+	storageMigration = "storagemigration.k8s.io"
+	apiextensions    = "apiextensions.k8s.io"
+	nodeGroup        = "node.k8s.io"
+	metricsGroup     = "metrics.k8s.io"
+	customMetrics    = "custom.metrics.k8s.io"
+	extMetrics       = "external.metrics.k8s.io"
 )
 
 // rule builds a PolicyRule: rule(verbs...).groups(...).res(...) or .urls(...).
@@ -418,6 +420,14 @@ func controllerRoles() []rbacv1.ClusterRole {
 		c("root-ca-cert-publisher",
 			rule("create", "update").groups(core).res("configmaps"),
 			eventsRule()),
+		// list for a resource's current resourceVersion and its objects, patch to rewrite each; the
+		// migrations themselves through the controller manager's informer (get, list, watch)
+		c("storage-version-migrator-controller",
+			rule("list", "patch").groups("*").res("*"),
+			rule("get", "list", "watch").groups(storageMigration).res("storageversionmigrations"),
+			rule("update").groups(storageMigration).res("storageversionmigrations/status"),
+			rule("get").groups(apiextensions).res("customresourcedefinitions"),
+			rule("update").groups(apiextensions).res("customresourcedefinitions/status")),
 	}
 }
 
