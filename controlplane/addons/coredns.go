@@ -178,6 +178,8 @@ func corednsDeployment(ns string, app map[string]string) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: app},
 				Spec: v1.PodSpec{
 					ServiceAccountName: CoreDNSName,
+					// as upstream's manifest: DNS outranks workloads, so a full cluster preempts for it
+					PriorityClassName: "system-cluster-critical",
 					// CoreDNS forwards what is not the cluster's to the node's resolvers, so it must
 					// not be given itself as its nameserver.
 					DNSPolicy:    v1.DNSDefault,

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -129,6 +130,18 @@ type nodeInfo struct {
 	NonZero      resources
 }
 
+// clone returns a copy of n whose pods can be added and removed without changing n (the pods
+// themselves are shared), for preemption's what-if simulations.
+func (n *nodeInfo) clone() *nodeInfo {
+	return &nodeInfo{Node: n.Node, Pods: maps.Clone(n.Pods), AffinityPods: maps.Clone(n.AffinityPods),
+		Requested: n.Requested.clone(), NonZero: n.NonZero.clone()}
+}
+
+func (r resources) clone() resources {
+	r.Scalar = maps.Clone(r.Scalar)
+	return r
+}
+
 func newNodeInfo() *nodeInfo {
 	return &nodeInfo{Pods: map[string]*podInfo{}, AffinityPods: map[string]*podInfo{}}
 }
@@ -161,10 +174,14 @@ type cache struct {
 	nodes   map[string]*nodeInfo
 	podNode map[string]string   // pod key → node it is counted on
 	assumed map[string]struct{} // pod keys counted by assumption only
+	// nominated are the unbound pods with status.nominatedNodeName (by pod key): preemption freed room
+	// for them there, so pods of lower priority do not take it (upstream's nominator).
+	nominated map[string]*podInfo
 }
 
 func newCache() *cache {
-	return &cache{nodes: map[string]*nodeInfo{}, podNode: map[string]string{}, assumed: map[string]struct{}{}}
+	return &cache{nodes: map[string]*nodeInfo{}, podNode: map[string]string{}, assumed: map[string]struct{}{},
+		nominated: map[string]*podInfo{}}
 }
 
 func (c *cache) nodeLocked(name string) *nodeInfo {
@@ -214,6 +231,30 @@ func (c *cache) setPod(key string, pod *v1.Pod) {
 		c.nodeLocked(pod.Spec.NodeName).addPod(key, newPodInfo(pod))
 		c.podNode[key] = pod.Spec.NodeName
 	}
+	if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil && !podspec.IsTerminal(pod.Status.Phase) {
+		c.nominated[key] = newPodInfo(pod)
+	}
+}
+
+// nominate records that pod waits for room preemption made on nodeName, before the informer reports
+// the status write.
+func (c *cache) nominate(key string, pod *v1.Pod, nodeName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := pod.DeepCopy()
+	p.Status.NominatedNodeName = nodeName
+	c.nominated[key] = newPodInfo(p)
+}
+
+// nominatedByNodeLocked returns the nominated pods per node, leaving out the pod named except.
+func (c *cache) nominatedByNodeLocked(except string) map[string][]*podInfo {
+	out := map[string][]*podInfo{}
+	for key, pi := range c.nominated {
+		if key != except {
+			out[pi.Pod.Status.NominatedNodeName] = append(out[pi.Pod.Status.NominatedNodeName], pi)
+		}
+	}
+	return out
 }
 
 func (c *cache) removePod(key string) {
@@ -224,6 +265,7 @@ func (c *cache) removePod(key string) {
 
 func (c *cache) removePodLocked(key string) {
 	delete(c.assumed, key)
+	delete(c.nominated, key)
 	nodeName, ok := c.podNode[key]
 	if !ok {
 		return

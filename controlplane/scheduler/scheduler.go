@@ -7,7 +7,8 @@
 // PreferNoSchedule taints; upstream's default weights) and binds
 // the pod to the best through the pods/binding subresource. A pod no node fits gets
 // PodScheduled=False, reason Unschedulable, with a message counting why nodes failed, and is tried
-// again when nodes or pods change. It talks only to the API server, through client-go informers
+// again when nodes or pods change. Pods are taken in spec.priority order, and a pod no node fits
+// preempts pods of lower priority (upstream's DefaultPreemption: see preemption.go). It talks only to the API server, through client-go informers
 // and a rate-limited work queue, like kube-scheduler.
 package scheduler
 
@@ -30,9 +31,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/nodekit/nodekit/internal/podspec"
 )
@@ -76,6 +79,7 @@ type Scheduler struct {
 	log       *slog.Logger
 	factory   informers.SharedInformerFactory
 	podLister corelisters.PodLister
+	pdbLister policylisters.PodDisruptionBudgetLister
 	lookups   lookups
 	logger    logr.Logger
 	cache     *cache
@@ -130,10 +134,12 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 		rnd:           rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		bindSem:       make(chan struct{}, opts.BindWorkers),
 		unschedulable: map[string]bool{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"}),
 	}
+	// The active queue pops the highest spec.priority first (upstream's PrioritySort).
+	active := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Queue: newPriorityQueue(s.keyPriority)})
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler",
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Queue: active})})
 	podInformer := s.factory.Core().V1().Pods()
 	s.podLister = podInformer.Lister()
 	podReg, err := podInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -171,7 +177,9 @@ func New(client kubernetes.Interface, opts Options) (*Scheduler, error) {
 		replicaSets:  apps.ReplicaSets().Lister(),
 		statefulSets: apps.StatefulSets().Lister(),
 	}
-	s.handlersSynced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, nsReg.HasSynced,
+	pdbs := s.factory.Policy().V1().PodDisruptionBudgets()
+	s.pdbLister = pdbs.Lister()
+	s.handlersSynced = []toolscache.InformerSynced{pdbs.Informer().HasSynced, podReg.HasSynced, nodeReg.HasSynced, nsReg.HasSynced,
 		core.Services().Informer().HasSynced, core.ReplicationControllers().Informer().HasSynced,
 		apps.ReplicaSets().Informer().HasSynced, apps.StatefulSets().Informer().HasSynced}
 	vb, synced, err := newVolumeBinding(s.factory, s.moveAllToActive)
@@ -222,6 +230,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 func podKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// keyPriority returns the spec.priority of the pod named key (0 when it is unknown or has none).
+func (s *Scheduler) keyPriority(key string) int32 {
+	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
+	if err != nil || s.podLister == nil {
+		return 0
+	}
+	pod, err := s.podLister.Pods(ns).Get(name)
+	if err != nil {
+		return 0
+	}
+	return corev1helpers.PodPriority(pod)
+}
 
 // responsibleFor reports whether pod waits for this scheduler: no node yet, this scheduler's name,
 // no scheduling gates, not being deleted, not finished. A gated pod is kept out of the queue; the update
@@ -434,8 +455,16 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 
 	nodeName, fitErr := s.findNode(pod)
 	if fitErr != nil {
+		nominated, msg, err := s.preempt(ctx, pod, fitErr)
+		if err != nil {
+			return err
+		}
+		fitErr.PostFilterMsg = msg
+		if nominated != "" {
+			s.cache.nominate(key, pod, nominated)
+		}
 		s.park(key, cycle, waitsOnPods(pod, fitErr))
-		return s.recordUnschedulable(ctx, pod, fitErr)
+		return s.recordUnschedulable(ctx, pod, fitErr, nominated)
 	}
 	s.cache.assume(key, pod, nodeName)
 	s.bindWG.Add(1)
@@ -448,27 +477,59 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 	return nil
 }
 
-// findNode returns the best node for pod, or a fitError saying why every node failed.
-func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
+// cycleLocked returns the cycle context for pod over every node of the cache (cache lock held).
+func (s *Scheduler) cycleLocked(pod *v1.Pod) *cycleContext {
 	cc := &cycleContext{pod: newPodInfo(pod), lookups: s.lookups, logger: s.logger}
 	for _, ni := range s.cache.nodes {
 		if ni.Node != nil {
 			cc.nodes = append(cc.nodes, ni)
 		}
 	}
+	return cc
+}
+
+// withNominated returns ni with the nominated pods of at least priority prio added (a copy; ni itself
+// when there are none), so that a pod does not take room preemption made for a more important one
+// (upstream's RunFilterPluginsWithNominatedPods).
+func withNominated(ni *nodeInfo, nominated []*podInfo, prio int32) *nodeInfo {
+	var out *nodeInfo
+	for _, pi := range nominated {
+		if corev1helpers.PodPriority(pi.Pod) < prio {
+			continue
+		}
+		if out == nil {
+			out = ni.clone()
+		}
+		out.addPod(podKey(pi.Pod), pi)
+	}
+	if out == nil {
+		return ni
+	}
+	return out
+}
+
+// findNode returns the best node for pod, or a fitError saying why every node failed. A pod nominated
+// to a node by an earlier preemption goes there when it fits (upstream's evaluateNominatedNode).
+func (s *Scheduler) findNode(pod *v1.Pod) (string, *fitError) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	cc := s.cycleLocked(pod)
 	fitErr := &fitError{NumAllNodes: len(cc.nodes), NodeReasons: map[string][]string{}}
 	fs, err := cycleFilters(s.filters, cc)
 	if err != nil {
 		fitErr.PreFilterMsg = err.Error()
 		return "", fitErr
 	}
+	nominated := s.cache.nominatedByNodeLocked(podKey(pod))
+	prio := corev1helpers.PodPriority(pod)
 	var feasible []*nodeInfo
 	for _, ni := range cc.nodes {
-		if reasons := runFilters(fs, cc.pod, ni); reasons != nil {
+		if reasons := runFilters(fs, cc.pod, withNominated(ni, nominated[ni.Node.Name], prio)); reasons != nil {
 			fitErr.NodeReasons[ni.Node.Name] = reasons
 			continue
+		}
+		if ni.Node.Name == pod.Status.NominatedNodeName {
+			return ni.Node.Name, nil
 		}
 		feasible = append(feasible, ni)
 	}
@@ -513,9 +574,10 @@ func (s *Scheduler) bind(ctx context.Context, key string, pod *v1.Pod, nodeName 
 	s.recorder.Eventf(pod, v1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", key, nodeName)
 }
 
-// recordUnschedulable sets PodScheduled=False reason Unschedulable with fitErr's message (written only
-// when it changes) and emits a FailedScheduling event.
-func (s *Scheduler) recordUnschedulable(ctx context.Context, pod *v1.Pod, fitErr *fitError) error {
+// recordUnschedulable sets PodScheduled=False reason Unschedulable with fitErr's message and, when
+// preemption made room there, status.nominatedNodeName (written only when they change), and emits a
+// FailedScheduling event.
+func (s *Scheduler) recordUnschedulable(ctx context.Context, pod *v1.Pod, fitErr *fitError, nominated string) error {
 	msg := fitErr.Error()
 	s.log.Info("pod unschedulable", "pod", podKey(pod), "reason", msg)
 	s.recorder.Event(pod, v1.EventTypeWarning, "FailedScheduling", msg)
@@ -526,7 +588,11 @@ func (s *Scheduler) recordUnschedulable(ctx context.Context, pod *v1.Pod, fitErr
 		Message: msg,
 	}
 	updated := pod.DeepCopy()
-	if !setPodCondition(&updated.Status, cond) {
+	changed := setPodCondition(&updated.Status, cond)
+	if nominated != "" && updated.Status.NominatedNodeName != nominated {
+		updated.Status.NominatedNodeName, changed = nominated, true
+	}
+	if !changed {
 		return nil
 	}
 	_, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})

@@ -76,7 +76,8 @@ func TestUnschedulableMessageThenRetryOnNodeAdd(t *testing.T) {
 
 	p := waitPod(t, client, "big", "PodScheduled=False", func(p *v1.Pod) bool { return scheduledCondition(p) != nil })
 	c := scheduledCondition(p)
-	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {key: value}."
+	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {key: value}." +
+		" preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
 	if c.Status != v1.ConditionFalse || c.Reason != v1.PodReasonUnschedulable || c.Message != want {
 		t.Fatalf("condition = %s/%s %q, want False/Unschedulable %q", c.Status, c.Reason, c.Message, want)
 	}
@@ -135,7 +136,8 @@ func TestPodAffinityWaiterRetriedWhenMatchingPodBinds(t *testing.T) {
 	web := pod("web", "", "", requiredAffinity(term(v1.LabelHostname, "app", "db")))
 	client := fakeCluster(t, node("n1", "1", "4Gi"), node("n2", "1", "4Gi"), web)
 	p := waitPod(t, client, "web", "PodScheduled=False", func(p *v1.Pod) bool { return scheduledCondition(p) != nil })
-	if c, want := scheduledCondition(p), "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."; c.Message != want {
+	if c, want := scheduledCondition(p), "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."+
+		" preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."; c.Message != want {
 		t.Fatalf("message = %q, want %q", c.Message, want)
 	}
 	db := pod("db", "100m", "", withLabels("app", "db"), boundTo("n2"))

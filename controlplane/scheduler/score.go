@@ -153,14 +153,26 @@ type fitError struct {
 	NumAllNodes  int
 	NodeReasons  map[string][]string // node name → reasons
 	PreFilterMsg string
+	// PostFilterMsg is why preemption did not help, appended to the message (upstream's PostFilterMsg).
+	PostFilterMsg string
 }
 
 func (e *fitError) Error() string {
+	msg := nodesAvailable(e.NumAllNodes, e.NodeReasons)
 	if e.PreFilterMsg != "" {
-		return "0/" + strconv.Itoa(e.NumAllNodes) + " nodes are available: " + e.PreFilterMsg + "."
+		msg = "0/" + strconv.Itoa(e.NumAllNodes) + " nodes are available: " + e.PreFilterMsg + "."
 	}
+	if e.PostFilterMsg != "" {
+		msg += " " + e.PostFilterMsg
+	}
+	return msg
+}
+
+// nodesAvailable words per-node failure reasons as upstream's FitError: "0/N nodes are available:
+// <count> <reason>, …." with the most frequent reason first.
+func nodesAvailable(numNodes int, nodeReasons map[string][]string) string {
 	counts := map[string]int{}
-	for _, reasons := range e.NodeReasons {
+	for _, reasons := range nodeReasons {
 		for _, r := range reasons {
 			counts[r]++
 		}
@@ -176,7 +188,7 @@ func (e *fitError) Error() string {
 		return reasons[i] < reasons[j]
 	})
 	var b strings.Builder
-	b.WriteString("0/" + strconv.Itoa(e.NumAllNodes) + " nodes are available")
+	b.WriteString("0/" + strconv.Itoa(numNodes) + " nodes are available")
 	if len(reasons) == 0 {
 		b.WriteString(".")
 		return b.String()

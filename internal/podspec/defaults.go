@@ -8,8 +8,8 @@ import (
 
 // Default fills the fields of a pod spec (also a pod template's) that the API defaults when a client
 // leaves them empty: restartPolicy Always, dnsPolicy ClusterFirst, terminationGracePeriodSeconds 30,
-// schedulerName default-scheduler, an empty securityContext, enableServiceLinks true, each init and app
-// container (DefaultContainer), and the volumes' defaults (configMap and secret defaultMode 0644,
+// schedulerName default-scheduler, an empty securityContext, enableServiceLinks true, each init, app and
+// ephemeral container (DefaultContainer), and the volumes' defaults (configMap and secret defaultMode 0644,
 // hostPath type ""). Fields already set are kept.
 func Default(spec *v1.PodSpec) {
 	if spec.RestartPolicy == "" {
@@ -35,6 +35,9 @@ func Default(spec *v1.PodSpec) {
 	}
 	for i := range spec.Containers {
 		DefaultContainer(&spec.Containers[i])
+	}
+	for i := range spec.EphemeralContainers {
+		DefaultContainer((*v1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	for i := range spec.Volumes {
 		v := &spec.Volumes[i].VolumeSource

@@ -38,9 +38,11 @@ type podActions struct {
 	Attempt       uint32
 	// SandboxID is the ready sandbox to start containers in (when not creating one).
 	SandboxID string
-	// InitToStart and ContainersToStart index spec.initContainers and spec.containers.
+	// InitToStart, ContainersToStart and EphemeralToStart index spec.initContainers, spec.containers
+	// and spec.ephemeralContainers.
 	InitToStart       []int
 	ContainersToStart []int
+	EphemeralToStart  []int
 	// ContainersToKill are running instances to stop, by CRI container ID.
 	ContainersToKill map[string]killInfo
 }
@@ -114,6 +116,8 @@ func hasAppContainerStatus(pod *v1.Pod, s *PodStatus) bool {
 //     next init container starts, and keep being restarted afterwards.
 //   - Once initialized, app containers that never ran start; exited ones restart per restartPolicy;
 //     running ones whose spec hash changed or that failed liveness are killed and restarted.
+//   - In a ready sandbox, ephemeral containers that never ran start (initialized or not); they are
+//     never restarted.
 func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy UnhealthyFunc) podActions {
 	a := podActions{ContainersToKill: map[string]killInfo{}}
 	ready := s.ReadySandbox()
@@ -148,6 +152,13 @@ func (m *Manager) computePodActions(pod *v1.Pod, s *PodStatus, unhealthy Unhealt
 		return a
 	}
 	a.SandboxID = ready.Id
+	// Ephemeral containers start once in the running sandbox and are never restarted (nor started again
+	// in a new sandbox): only one that never ran is started.
+	for i := range pod.Spec.EphemeralContainers {
+		if s.FindContainerStatus(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.EphemeralToStart = append(a.EphemeralToStart, i)
+		}
+	}
 	kill := func(st *ContainerStatus, c *v1.Container, msg string) {
 		a.ContainersToKill[st.ID] = killInfo{name: c.Name, container: c, message: msg}
 	}
@@ -302,7 +313,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		unhealthy = func(string) (FailedProbe, bool) { return "", false }
 	}
 	a := m.computePodActions(pod, s, unhealthy)
-	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitToStart)+len(a.ContainersToStart) == 0 {
+	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitToStart)+len(a.ContainersToStart)+len(a.EphemeralToStart) == 0 {
 		return SyncResult{}
 	}
 	podIPs := s.IPs
@@ -340,14 +351,14 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		}
 		podIPs = sandboxIPs(st.Status)
 		m.log.Info("sandbox created", "pod", pod.Namespace+"/"+pod.Name, "sandboxID", sandboxID, "attempt", a.Attempt, "podIPs", podIPs)
-	} else if len(a.InitToStart)+len(a.ContainersToStart) > 0 {
+	} else if len(a.InitToStart)+len(a.ContainersToStart)+len(a.EphemeralToStart) > 0 {
 		if sbCfg, err = m.sandboxConfig(pod, s.SandboxStatuses[0].GetMetadata().GetAttempt()); err != nil {
 			return SyncResult{Err: err}
 		}
 	}
 	res := SyncResult{Changed: true}
-	start := func(c *v1.Container) bool {
-		d, w := m.startContainer(ctx, pod, c, s, sandboxID, sbCfg, podIPs)
+	start := func(c *v1.Container, target string) bool {
+		d, w := m.startContainer(ctx, pod, c, s, sandboxID, sbCfg, podIPs, target)
 		if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
 			res.RequeueAfter = d
 		}
@@ -357,13 +368,28 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 		}
 		return true
 	}
+	for _, i := range a.EphemeralToStart {
+		ec := &pod.Spec.EphemeralContainers[i]
+		target := ""
+		if ec.TargetContainerName != "" {
+			t := s.FindContainerStatus(ec.TargetContainerName)
+			if t == nil {
+				w := &Waiting{Reason: CreateContainerConfigError, Message: fmt.Sprintf("unable to find target container %s", ec.TargetContainerName)}
+				m.setWaiting(pod.UID, ec.Name, w)
+				res.Err = errors.Join(res.Err, fmt.Errorf("container %q: %s: %s", ec.Name, w.Reason, w.Message))
+				continue
+			}
+			target = t.ID
+		}
+		start((*v1.Container)(&ec.EphemeralContainerCommon), target)
+	}
 	for _, i := range a.InitToStart {
-		if !start(&pod.Spec.InitContainers[i]) {
+		if !start(&pod.Spec.InitContainers[i], "") {
 			return res
 		}
 	}
 	for _, i := range a.ContainersToStart {
-		start(&pod.Spec.Containers[i])
+		start(&pod.Spec.Containers[i], "")
 	}
 	return res
 }
@@ -375,6 +401,9 @@ func specByName(pod *v1.Pod) map[string]*v1.Container {
 	}
 	for i := range pod.Spec.Containers {
 		out[pod.Spec.Containers[i].Name] = &pod.Spec.Containers[i]
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		out[pod.Spec.EphemeralContainers[i].Name] = (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 	}
 	return out
 }

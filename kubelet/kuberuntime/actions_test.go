@@ -24,6 +24,13 @@ func testPod(policy v1.RestartPolicy, inits []v1.Container, names ...string) *v1
 	return p
 }
 
+func withEphemeral(p *v1.Pod, names ...string) *v1.Pod {
+	for _, n := range names {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "img"}})
+	}
+	return p
+}
+
 func readySandbox(attempt uint32) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Attempt: attempt}}
@@ -144,6 +151,24 @@ func TestComputePodActions(t *testing.T) {
 					ContainerStatuses: []*ContainerStatus{ctr(p, "app", running, 0, 0), ctr(p, "side", exited, 1, 0)}}
 			},
 			podActions{SandboxID: "sb", InitToStart: []int{1}}},
+		{"ephemeral containers: the new one starts, an exited one never restarts", withEphemeral(testPod(v1.RestartPolicyAlways, nil, "app"), "done", "new"),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)},
+					ContainerStatuses: []*ContainerStatus{ctr(p, "app", running, 0, 0), ctr(p, "done", exited, 1, 0)}}
+			},
+			podActions{SandboxID: "sb", EphemeralToStart: []int{1}}},
+		{"ephemeral containers start while init containers run", withEphemeral(initPod(v1.RestartPolicyAlways), "dbg"),
+			func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(0)}, ContainerStatuses: []*ContainerStatus{ctr(p, "i1", running, 0, 0)}}
+			},
+			podActions{SandboxID: "sb", EphemeralToStart: []int{0}}},
+		{"new sandbox: ephemeral containers are not started again", withEphemeral(testPod(v1.RestartPolicyAlways, nil, "a"), "dbg"),
+			func(p *v1.Pod) *PodStatus {
+				sb := readySandbox(0)
+				sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb}, ContainerStatuses: []*ContainerStatus{ctr(p, "a", exited, 0, 0), ctr(p, "dbg", exited, 0, 0)}}
+			},
+			podActions{KillPod: true, CreateSandbox: true, Attempt: 1, ContainersToStart: []int{0}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

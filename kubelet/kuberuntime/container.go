@@ -33,11 +33,16 @@ const minGracePeriod = 2
 
 // containerConfig builds the CRI ContainerConfig for c: image, command/args with $(VAR) expansion,
 // working dir, env and mounts from the RuntimeHelper plus the termination message file, log path <name>/<restartCount>.log below the pod log
-// directory, labels/annotations, resources and security context.
-func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, error) {
+// directory, labels/annotations, resources and security context. A non-empty target is the CRI ID of the
+// container whose process namespace an ephemeral container with targetContainerName joins (PID mode
+// TARGET, as upstream), unless the pod shares one process namespace anyway (shareProcessNamespace, hostPID).
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, podIPs []string, imageRef, target string) (*runtimeapi.ContainerConfig, error) {
 	sc, err := containerSecurityContext(pod, c)
 	if err != nil {
 		return nil, err
+	}
+	if ns := sc.NamespaceOptions; target != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, target
 	}
 	opts, err := m.opts.Helper.GenerateRunContainerOptions(ctx, pod, c, podIPs)
 	if err != nil {
@@ -146,8 +151,9 @@ func (m *Manager) inBackOff(pod *v1.Pod, c *v1.Container, last *ContainerStatus)
 
 // startContainer pulls the image, creates and starts c in the sandbox and runs its postStart hook. On
 // failure it returns the Waiting reason for the container's status (and records it); requeue is set
-// to the rest of a CrashLoopBackOff.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, podIPs []string) (requeue time.Duration, w *Waiting) {
+// to the rest of a CrashLoopBackOff. target is the process-namespace target of an ephemeral container
+// (see containerConfig), "" for others.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, podIPs []string, target string) (requeue time.Duration, w *Waiting) {
 	defer func() { m.setWaiting(pod.UID, c.Name, w) }()
 	last := status.FindContainerStatus(c.Name)
 	if d, backoff := m.inBackOff(pod, c, last); backoff {
@@ -167,7 +173,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	if last != nil {
 		restartCount = last.RestartCount + 1
 	}
-	cfg, err := m.containerConfig(ctx, pod, c, restartCount, podIPs, imageRef)
+	cfg, err := m.containerConfig(ctx, pod, c, restartCount, podIPs, imageRef, target)
 	if err != nil {
 		m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return 0, &Waiting{Reason: CreateContainerConfigError, Message: err.Error()}

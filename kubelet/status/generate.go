@@ -41,7 +41,7 @@ type Input struct {
 }
 
 // Generate computes the pod's API status from its runtime state: container statuses (state, last
-// state, restart count, exit code and reason, Ready/Started from Probe), phase (upstream's getPhase
+// state, restart count, exit code and reason, Ready/Started from Probe; ephemeral containers' too), phase (upstream's getPhase
 // rules), the conditions PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady and Ready,
 // pod and host IPs (a hostNetwork pod's IPs are the host's), start time and QoS class. A Succeeded or Failed phase is never left.
 func Generate(in Input) v1.PodStatus {
@@ -77,7 +77,7 @@ func Generate(in Input) v1.PodStatus {
 		}
 	}
 	oldByName := map[string]v1.ContainerStatus{}
-	for _, cs := range append(append([]v1.ContainerStatus{}, old.InitContainerStatuses...), old.ContainerStatuses...) {
+	for _, cs := range append(append(append([]v1.ContainerStatus{}, old.InitContainerStatuses...), old.ContainerStatuses...), old.EphemeralContainerStatuses...) {
 		oldByName[cs.Name] = cs
 	}
 	for _, c := range pod.Spec.InitContainers {
@@ -94,6 +94,12 @@ func Generate(in Input) v1.PodStatus {
 			def = PodInitializing
 		}
 		s.ContainerStatuses = append(s.ContainerStatuses, containerStatus(&c, rs, in.Waiting, oldByName[c.Name], def))
+	}
+	// Ephemeral containers: state, exit code and restart count (always 0) as any container's; they
+	// count for neither readiness nor phase.
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		s.EphemeralContainerStatuses = append(s.EphemeralContainerStatuses, containerStatus(c, rs, in.Waiting, oldByName[c.Name], ContainerCreating))
 	}
 	if in.Probe != nil {
 		in.Probe(&s)

@@ -125,3 +125,28 @@ func TestGenerateInitAndTransitionTimes(t *testing.T) {
 		t.Errorf("startTime changed")
 	}
 }
+
+func TestGenerateEphemeralContainers(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, "app")
+	for _, n := range []string{"done", "waiting", "pulling"} {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "dbg"}})
+	}
+	s := gen(p, rt(cs("app", running, 0, "", 0, 0), cs("done", exited, 3, "Error", 0, 0)), map[string]kuberuntime.Waiting{"pulling": {Reason: "ErrImagePull", Message: "no"}})
+	if len(s.EphemeralContainerStatuses) != 3 {
+		t.Fatalf("ephemeralContainerStatuses: %+v", s.EphemeralContainerStatuses)
+	}
+	done, waiting, pulling := s.EphemeralContainerStatuses[0], s.EphemeralContainerStatuses[1], s.EphemeralContainerStatuses[2]
+	if done.Name != "done" || done.State.Terminated == nil || done.State.Terminated.ExitCode != 3 || done.ContainerID != "containerd://done0s" || done.Image != "dbg" {
+		t.Errorf("exited ephemeral container: %+v", done)
+	}
+	if waiting.State.Waiting == nil || waiting.State.Waiting.Reason != ContainerCreating {
+		t.Errorf("ephemeral container not created yet: %+v", waiting.State)
+	}
+	if pulling.State.Waiting == nil || pulling.State.Waiting.Reason != "ErrImagePull" {
+		t.Errorf("ephemeral container whose pull failed: %+v", pulling.State)
+	}
+	// They count for neither phase nor readiness.
+	if s.Phase != v1.PodRunning || cond(s, v1.PodReady) != v1.ConditionTrue || len(s.ContainerStatuses) != 1 {
+		t.Errorf("phase %s, Ready %s, containerStatuses %d; want Running, True, 1", s.Phase, cond(s, v1.PodReady), len(s.ContainerStatuses))
+	}
+}

@@ -1,6 +1,7 @@
 // Package admission holds the API server's admission plugins, run after authorization and before
 // storage, in kube-apiserver's order: NamespaceLifecycle, LimitRanger (defaults, then limits),
-// ServiceAccount (default account, token volume), NodeRestriction, DefaultTolerationSeconds,
+// ServiceAccount (default account, token volume), NodeRestriction, Priority (pods' spec.priority from
+// their PriorityClass; one globalDefault class), DefaultTolerationSeconds,
 // DefaultStorageClass and StorageObjectInUseProtection (mutating), then k8s.io/apiserver's dynamic
 // admission: MutatingAdmissionPolicy and MutatingAdmissionWebhook (mutating, last of the mutating
 // phase), ValidatingAdmissionPolicy and ValidatingAdmissionWebhook (validating), and k8s.io/apiserver's
@@ -21,12 +22,12 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
-// Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads
-// and dynamic what the webhook and policy plugins need. The plugins are in kube-apiserver's order
+// Chain returns the admission chain; nodeRestriction carries the pod and node getters its plugin reads,
+// priority the PriorityClass readers, and dynamic what the webhook and policy plugins need. The plugins are in kube-apiserver's order
 // (AllOrderedPlugins) and built through k8s.io/apiserver's plugin registry, whose chain runs every
 // mutating plugin, then every validating one, and re-runs the mutating plugins once when a mutating
 // webhook or policy with reinvocationPolicy IfNeeded asks for it.
-func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, dynamic Dynamic) (admission.Interface, error) {
+func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerationSeconds int64, classes storagelisters.StorageClassLister, priority *Priority, dynamic Dynamic) (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	static := func(name string, p admission.Interface) {
 		plugins.Register(name, func(io.Reader) (admission.Interface, error) { return p, nil })
@@ -34,6 +35,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	static("NamespaceLifecycle", &NamespaceLifecycle{Namespaces: namespaces})
 	static("LimitRanger", NewLimitRanger())
 	static("ServiceAccount", NewServiceAccount())
+	static("Priority", priority)
 	static("DefaultTolerationSeconds", &DefaultTolerationSeconds{Seconds: tolerationSeconds})
 	static("NodeRestriction", nodeRestriction)
 	static("DefaultStorageClass", &DefaultStorageClass{Classes: classes})
@@ -47,7 +49,7 @@ func Chain(namespaces NamespaceGetter, nodeRestriction NodeRestriction, tolerati
 	if err != nil {
 		return nil, err
 	}
-	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "DefaultTolerationSeconds",
+	return plugins.NewFromPlugins([]string{"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "Priority", "DefaultTolerationSeconds",
 		"DefaultStorageClass", "StorageObjectInUseProtection", mutatingpolicy.PluginName, mutating.PluginName, validatingpolicy.PluginName,
 		validating.PluginName, resourcequota.PluginName}, noConfig{}, inits, nil)
 }

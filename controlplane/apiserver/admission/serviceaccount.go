@@ -42,7 +42,7 @@ const (
 // container and init container that mounts nothing there yet. Mirror pods (the kubelet's static pods)
 // are exempt, but may not name a ServiceAccount nor project a token. (A change of spec.serviceAccountName
 // on update is refused by the pod's update validation, which keeps the spec immutable; ephemeral
-// containers are not served, so no token mount is added on update.)
+// containers, added through pods/ephemeralcontainers, get no token mount, as upstream.)
 //
 // The account is read from the shared informer's cache; on a miss it is read from the API again (up to
 // 10 times, 100–200 ms apart, for "default", which the ServiceAccount controller creates just after

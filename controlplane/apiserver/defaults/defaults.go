@@ -26,6 +26,7 @@ func Register(s *runtime.Scheme) {
 	registerAdmissionRegistration(s)
 	registerStorage(s)
 	registerFlowcontrol(s)
+	registerScheduling(s)
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
 		b := o.(*rbacv1.RoleBinding)
 		Binding(&b.RoleRef, b.Subjects)

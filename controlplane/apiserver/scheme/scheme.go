@@ -26,6 +26,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	svmv1 "k8s.io/api/storagemigration/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -52,7 +53,8 @@ var (
 		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
-		admissionregistrationv1.SchemeGroupVersion, storagev1.SchemeGroupVersion, svmv1.SchemeGroupVersion, flowcontrolv1.SchemeGroupVersion,
+		admissionregistrationv1.SchemeGroupVersion, storagev1.SchemeGroupVersion, svmv1.SchemeGroupVersion,
+		schedulingv1.SchemeGroupVersion, flowcontrolv1.SchemeGroupVersion,
 	}
 )
 
@@ -62,7 +64,7 @@ func init() {
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
 		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme,
-		storagev1.AddToScheme, svmv1.AddToScheme, flowcontrolv1.AddToScheme, metainternalversion.AddToScheme,
+		storagev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, flowcontrolv1.AddToScheme, metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -23,8 +23,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	svmv1 "k8s.io/api/storagemigration/v1"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -70,6 +72,7 @@ import (
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/replicationcontroller"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/resourcequota"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/scheduling"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/service"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/serviceaccount"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/servicecidr"
@@ -195,6 +198,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	priorityClasses, err := scheduling.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
 	rcs, err := replicationcontroller.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -280,7 +287,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		}
 		return obj.(*corev1.Namespace), nil
 	}, admission.NodeRestriction{Pods: podGetter(podStore), Nodes: nodeGetter(nodeStore)}, opts.DefaultTolerationSeconds,
-		rbacInformers.Storage().V1().StorageClasses().Lister(), admission.Dynamic{
+		rbacInformers.Storage().V1().StorageClasses().Lister(), priorityAdmission(priorityClasses["priorityclasses"].(*store.REST)), admission.Dynamic{
 			Loopback: cfg.LoopbackClientConfig, Client: loopback, Dynamic: dynamicClient, Informers: rbacInformers,
 			Authorizer: cfg.Authorization.Authorizer, RESTMapper: restMapper, EffectiveVersion: cfg.EffectiveVersion, Stop: cfg.DrainedNotify(),
 		}); err != nil {
@@ -314,7 +321,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		appsv1.GroupName: appsStorage, coordinationv1.GroupName: coordination, discoveryv1.GroupName: disc,
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: serviceCIDRs, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
-		storagev1.GroupName: storageClasses, svmv1.GroupName: svmStorage, flowcontrolv1.GroupName: apfStorage,
+		storagev1.GroupName: storageClasses, svmv1.GroupName: svmStorage,
+		schedulingv1.GroupName: priorityClasses, flowcontrolv1.GroupName: apfStorage,
 		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
 		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
@@ -348,6 +356,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	gs.AddPostStartHookOrDie("priority-and-fairness-config-producer", func(hc genericapiserver.PostStartHookContext) error {
 		return ensureAPF(hc.Context, loopback)
 	})
+	gs.AddPostStartHookOrDie("scheduling/bootstrap-system-priority-classes", func(hc genericapiserver.PostStartHookContext) error {
+		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := scheduling.EnsureSystemClasses(ctx, loopback); err != nil {
+				slog.Warn("apiserver system priority classes: retrying", "err", err)
+				return false, nil
+			}
+			return true, nil
+		})
+	})
 	gs.AddPostStartHookOrDie("nodekit-default-servicecidr", func(hc genericapiserver.PostStartHookContext) error {
 		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			if err := servicecidr.EnsureDefault(ctx, defaultCIDR, defaultCIDRStatus); err != nil {
@@ -376,6 +393,27 @@ func podGetter(pods *store.REST) admission.PodGetter {
 			return nil, err
 		}
 		return obj.(*corev1.Pod), nil
+	}
+}
+
+// priorityAdmission is the Priority admission plugin over the PriorityClass storage (etcd: a class
+// created just before its pods is seen).
+func priorityAdmission(classes *store.REST) *admission.Priority {
+	return &admission.Priority{
+		Get: func(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+			obj, err := classes.Get(ctx, name, &metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*schedulingv1.PriorityClass), nil
+		},
+		List: func(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+			obj, err := classes.List(ctx, &metainternalversion.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*schedulingv1.PriorityClassList).Items, nil
+		},
 	}
 }
 

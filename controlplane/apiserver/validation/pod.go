@@ -95,8 +95,9 @@ func onlyAddedTolerations(tols, old []corev1.Toleration, p *field.Path) field.Er
 	return nil
 }
 
-// PodSpec validates containers (names, images, ports, probes), restartPolicy, dnsPolicy, volumes' names,
-// sysctls, schedulingGates, affinity and topologySpreadConstraints.
+// PodSpec validates containers (names, images, ports, probes), ephemeral containers, restartPolicy, dnsPolicy,
+// volumes' names, sysctls, schedulingGates, priorityClassName and preemptionPolicy, affinity and
+// topologySpreadConstraints.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(s.Containers) == 0 {
@@ -118,6 +119,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	for i := range s.Containers {
 		errs = append(errs, Container(&s.Containers[i], p.Child("containers").Index(i), names, volumes, false)...)
 	}
+	errs = append(errs, ephemeralContainers(s, p, names, volumes)...)
 	// As Kubernetes: one hostPort per protocol and host IP across the pod's containers.
 	hostPorts := sets.New[string]()
 	for i, c := range s.Containers {
@@ -152,6 +154,7 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, schedulingGates(s.SchedulingGates, p.Child("schedulingGates"))...)
+	errs = append(errs, podPriority(s, p)...)
 	errs = append(errs, affinity(s.Affinity, p.Child("affinity"))...)
 	errs = append(errs, topologySpreadConstraints(s.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))...)
 	return errs

@@ -161,7 +161,8 @@ func TestSchedulerAgainstAPIServer(t *testing.T) {
 	_, err = c.Client.CoreV1().Pods("default").Create(ctx, custom, metav1.CreateOptions{})
 	must(t, err)
 
-	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}."
+	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}." +
+		" preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
 	eventually(t, 20*time.Second, "Unschedulable condition", func() error {
 		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "big", metav1.GetOptions{})
 		if err != nil {

@@ -38,7 +38,8 @@ func TestInterPodAffinityAndTopologySpread(t *testing.T) {
 		})
 		_, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 		must(t, err)
-		const want = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+		const want = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules." +
+			" preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
 		var pending string
 		eventually(t, 30*time.Second, "3 replicas on 3 nodes, 1 Unschedulable", func() error {
 			pods, err := c.activePods(ns, "deploy=anti")
@@ -76,7 +77,8 @@ func TestInterPodAffinityAndTopologySpread(t *testing.T) {
 		// A pod without affinity of its own that the replicas' anti-affinity repels goes nowhere.
 		_, err = c.Client.CoreV1().Pods(ns).Create(ctx, testPod(ns, "repelled", map[string]string{"app": "anti"}, nil), metav1.CreateOptions{})
 		must(t, err)
-		waitUnschedulable(t, c, ns, "repelled", "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules.")
+		waitUnschedulable(t, c, ns, "repelled", "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules."+
+			" preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
 	})
 
 	t.Run("affinity co-locates", func(t *testing.T) {
@@ -124,7 +126,8 @@ func TestInterPodAffinityAndTopologySpread(t *testing.T) {
 				RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{appTerm(v1.LabelHostname, "missing")}}}
 		}), metav1.CreateOptions{})
 		must(t, err)
-		waitUnschedulable(t, c, ns, "lonely", "0/3 nodes are available: 3 node(s) didn't match pod affinity rules.")
+		waitUnschedulable(t, c, ns, "lonely", "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."+
+			" preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
 	})
 
 	t.Run("maxSkew 1 across zones", func(t *testing.T) {
@@ -169,7 +172,8 @@ func TestInterPodAffinityAndTopologySpread(t *testing.T) {
 		_, err = c.Client.CoreV1().Pods(ns).Create(ctx, testPod(ns, "extra-1", map[string]string{"spread": "zone"}, confined), metav1.CreateOptions{})
 		must(t, err)
 		waitUnschedulable(t, c, ns, "extra-1",
-			"0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod topology spread constraints.")
+			"0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod topology spread constraints."+
+				" preemption: 0/3 nodes are available: 2 Preemption is not helpful for scheduling, 1 No preemption victims found for incoming pod.")
 	})
 }
 

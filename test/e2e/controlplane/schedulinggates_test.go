@@ -16,7 +16,8 @@ import (
 // a gate on update is refused with upstream's message, removing the last gate gets the pod bound at
 // once (well inside the scheduler's 5 s retry interval: the update event queues it), a pod naming a
 // node while gated is refused, a topology spread constraint with maxSkew 0 is refused with a 422
-// naming the field, and matchLabelKeys are merged into the stored labelSelector at creation.
+// naming the field, and matchLabelKeys are merged into the stored labelSelector at creation; then
+// priority classes, the Priority admission plugin and preemption (testPriorityAndPreemption).
 func TestSchedulingGatesAndSchedulingValidation(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
@@ -115,6 +116,8 @@ func TestSchedulingGatesAndSchedulingValidation(t *testing.T) {
 		}
 		waitBound(t, c, ns, "merge")
 	})
+
+	testPriorityAndPreemption(t, c, ns)
 }
 
 func errOf[T any](_ T, err error) error { return err }

@@ -151,7 +151,8 @@ func (a *agentProc) alive(t *testing.T) {
 // TestAgentBinary runs `nodekit agent` as a process against the bundled API server and a containerd
 // endpoint: the node registers and goes Ready, a pod bound to it runs and its logs come back through
 // the API server (pods/log → kubelet server), `kubectl exec` works (pods/exec → kubelet server → CRI
-// streaming), and so do attach and port-forward over SPDY and WebSocket (testPodStreams), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
+// streaming), and so do attach and port-forward over SPDY and WebSocket (testPodStreams), `kubectl debug`
+// of a pod (ephemeral containers) and of the node (testDebug), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
 // containerd stopped for 20 s makes the node NotReady and Ready again with the pod untouched, and SIGTERM
 // stops the agent cleanly (exit 0) while the containers keep running.
 func TestAgentBinary(t *testing.T) {
@@ -271,6 +272,7 @@ func TestAgentBinary(t *testing.T) {
 	t.Run("Streams", func(t *testing.T) { testPodStreams(t, api.Config, api.KubeconfigPath, nodeName, web) })
 	// pods/proxy, services/proxy and nodes/proxy through the API server to the pod and the kubelet.
 	t.Run("Proxy", func(t *testing.T) { testProxy(t, api.Config, api.KubeconfigPath, nodeName, port, web) })
+	t.Run("Debug", func(t *testing.T) { testDebug(t, admin, api.KubeconfigPath, nodeName, web) })
 
 	// A static pod runs and its mirror pod shows its status.
 	os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n"+

@@ -1,6 +1,6 @@
 // Package pod is the pods resource: its strategy (status reset on create, mostly immutable spec,
 // graceful deletion), its selectable fields (spec.nodeName, status.phase...), and the binding, status,
-// log, exec, attach and portforward subresources.
+// ephemeralcontainers, log, exec, attach and portforward subresources.
 package pod
 
 import (
@@ -39,12 +39,13 @@ func Fields(obj runtime.Object) fields.Set {
 	}
 }
 
-// NewStorage returns the pods endpoints: "pods", "pods/status", "pods/binding", plus "pods/log",
+// NewStorage returns the pods endpoints: "pods", "pods/status", "pods/binding", "pods/ephemeralcontainers" (get, update and patch
+// of spec.ephemeralContainers only), plus "pods/log",
 // "pods/exec", "pods/attach" and "pods/portforward" proxied through kubelets (nil kubelets leaves those
 // out); authz is the API server's authorizer, which the streams ask whether a GET upgrade's user may
 // also "create" them.
 func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection, authz authorizer.Authorizer) (map[string]rest.Storage, *store.REST, error) {
-	s := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.Pod(o.(*corev1.Pod)) })
+	s := store.NewStrategy(true, true, func(o runtime.Object) field.ErrorList { return validation.PodCreate(o.(*corev1.Pod)) })
 	s.ValidateUpdateFn = func(o, old runtime.Object) field.ErrorList {
 		return validation.PodUpdate(o.(*corev1.Pod), old.(*corev1.Pod))
 	}
@@ -71,9 +72,10 @@ func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection, au
 		return nil, nil, err
 	}
 	m := map[string]rest.Storage{
-		"pods":         main,
-		"pods/status":  status,
-		"pods/binding": &BindingREST{store: main},
+		"pods":                     main,
+		"pods/status":              status,
+		"pods/binding":             &BindingREST{store: main},
+		"pods/ephemeralcontainers": store.Subresource(main, &ephemeralStrategy{store.StatusStrategy{Strategy: s, ValidateStatusFn: validateEphemeralUpdate}}),
 	}
 	if kubelets != nil {
 		m["pods/log"] = &LogREST{store: main, kubelets: kubelets}

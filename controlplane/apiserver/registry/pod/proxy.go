@@ -91,6 +91,11 @@ func hasContainer(p *corev1.Pod, name string) bool {
 			return true
 		}
 	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if c.Name == name {
+			return true
+		}
+	}
 	return false
 }
 
