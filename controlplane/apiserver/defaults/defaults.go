@@ -25,6 +25,7 @@ import (
 func Register(s *runtime.Scheme) {
 	registerAdmissionRegistration(s)
 	registerStorage(s)
+	registerFlowcontrol(s)
 	registerScheduling(s)
 	registerNetworking(s)
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {

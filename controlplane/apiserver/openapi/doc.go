@@ -15,5 +15,5 @@
 //	  k8s.io/api/authentication/v1 k8s.io/api/certificates/v1 k8s.io/api/networking/v1 k8s.io/api/events/v1 \
 //	  k8s.io/api/batch/v1 k8s.io/api/scheduling/v1alpha3 k8s.io/api/rbac/v1 k8s.io/api/authorization/v1 \
 //	  k8s.io/api/admissionregistration/v1 k8s.io/api/storage/v1 k8s.io/api/storagemigration/v1 k8s.io/api/scheduling/v1 \
-//	  k8s.io/api/node/v1 k8s.io/metrics/pkg/apis/metrics/v1beta1
+//	  k8s.io/api/flowcontrol/v1 k8s.io/api/node/v1 k8s.io/metrics/pkg/apis/metrics/v1beta1
 package openapi

@@ -43,11 +43,21 @@ func addParamConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.NodeProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
-		b.(*corev1.NodeProxyOptions).Path = a.(*url.Values).Get("path")
-		return nil
-	}); err != nil {
-		return err
+	// the proxy subresources' one parameter: the request's subpath, set by the connect handler as "path"
+	for _, c := range []struct {
+		opts    any
+		setPath func(any, string)
+	}{
+		{(*corev1.NodeProxyOptions)(nil), func(o any, p string) { o.(*corev1.NodeProxyOptions).Path = p }},
+		{(*corev1.PodProxyOptions)(nil), func(o any, p string) { o.(*corev1.PodProxyOptions).Path = p }},
+		{(*corev1.ServiceProxyOptions)(nil), func(o any, p string) { o.(*corev1.ServiceProxyOptions).Path = p }},
+	} {
+		if err := s.AddConversionFunc((*url.Values)(nil), c.opts, func(a, b any, _ conversion.Scope) error {
+			c.setPath(b, a.(*url.Values).Get("path"))
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodAttachOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		q, o := *a.(*url.Values), b.(*corev1.PodAttachOptions)

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -56,7 +57,7 @@ var (
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
 		admissionregistrationv1.SchemeGroupVersion, storagev1.SchemeGroupVersion, nodev1.SchemeGroupVersion, svmv1.SchemeGroupVersion,
-		schedulingv1.SchemeGroupVersion, metricsv1beta1.SchemeGroupVersion,
+		schedulingv1.SchemeGroupVersion, flowcontrolv1.SchemeGroupVersion, metricsv1beta1.SchemeGroupVersion,
 	}
 )
 
@@ -66,7 +67,8 @@ func init() {
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
 		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme,
-		storagev1.AddToScheme, nodev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, metricsv1beta1.AddToScheme, metainternalversion.AddToScheme,
+		storagev1.AddToScheme, nodev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, flowcontrolv1.AddToScheme,
+		metricsv1beta1.AddToScheme, metainternalversion.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

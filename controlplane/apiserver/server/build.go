@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,6 +41,7 @@ import (
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	storagevalue "k8s.io/apiserver/pkg/storage/value"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -64,6 +66,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/batch"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
+	apfregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/flowcontrol"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/metrics"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/namespace"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/networking"
@@ -71,6 +74,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/plain"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/pod"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/policy"
+	"github.com/nodekit/nodekit/controlplane/apiserver/registry/proxyhandler"
 	rbacregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/rbac"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/replicationcontroller"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/resourcequota"
@@ -164,7 +168,10 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
-	core["nodes/proxy"] = node.NewProxyREST(kubelets)
+	// pods/proxy, services/proxy and nodes/proxy to other ports dial pod and node addresses directly:
+	// the API server runs on a node or lab host, where pod CIDRs are routed.
+	proxyTransport := proxyhandler.NewTransport()
+	core["nodes/proxy"] = node.NewProxyREST(kubelets, proxyTransport)
 	nodeGraph := nodeauthz.NewGraph()
 	loopback, err := kubernetes.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
@@ -237,6 +244,8 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	core["pods/proxy"] = pod.NewProxyREST(podStore, proxyTransport)
+	core["services/proxy"] = service.NewProxyREST(core["services"].(rest.Getter), disc["endpointslices"].(rest.Lister), podStore, proxyTransport)
 	appsStorage, err := apps.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -281,6 +290,16 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	apfStorage, err := apfregistry.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
+	// API Priority and Fairness: k8s.io/apiserver's filter classifies every request by the FlowSchemas
+	// and queues it in its priority level (response headers X-Kubernetes-PF-FlowSchema-UID and
+	// X-Kubernetes-PF-PriorityLevel-UID); its config controller reads both through the shared informers
+	// (started with RBAC's) and runs as the generic server's post-start hook. The limit is the server's
+	// in-flight total, as kube-apiserver's.
+	cfg.FlowControl = utilflowcontrol.New(rbacInformers, loopback.FlowcontrolV1(), cfg.MaxRequestsInFlight+cfg.MaxMutatingRequestsInFlight)
 	dynamicClient, err := dynamic.NewForConfig(cfg.LoopbackClientConfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiserver: loopback client: %w", err)
@@ -331,9 +350,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		certificatesv1.GroupName: csrStorage, networkingv1.GroupName: networkingStorage, batchv1.GroupName: batchStorage,
 		policyv1.GroupName: policyStorage, admissionregistrationv1.GroupName: admissionStorage,
 		storagev1.GroupName: storageClasses, nodev1.GroupName: runtimeClasses, svmv1.GroupName: svmStorage,
-		schedulingv1.GroupName: priorityClasses,
-		eventsv1.GroupName:     events.NewStorage(core["events"].(*store.REST)),
-		rbacv1.GroupName:       rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
+		schedulingv1.GroupName: priorityClasses, flowcontrolv1.GroupName: apfStorage,
+		eventsv1.GroupName: events.NewStorage(core["events"].(*store.REST)),
+		rbacv1.GroupName:   rbacStorage, authorizationv1.GroupName: authorizationStorage, authenticationv1.GroupName: authenticationStorage,
 	} {
 		g := genericapiserver.NewDefaultAPIGroupInfo(group, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
 		g.VersionedResourcesStorageMap["v1"] = storage
@@ -375,6 +394,9 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	})
 	gs.AddPostStartHookOrDie("rbac/bootstrap-roles", func(hc genericapiserver.PostStartHookContext) error {
 		return startRBAC(hc.Context, rbacInformers, loopback)
+	})
+	gs.AddPostStartHookOrDie("priority-and-fairness-config-producer", func(hc genericapiserver.PostStartHookContext) error {
+		return ensureAPF(hc.Context, loopback)
 	})
 	gs.AddPostStartHookOrDie("scheduling/bootstrap-system-priority-classes", func(hc genericapiserver.PostStartHookContext) error {
 		return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -497,5 +519,27 @@ func startRBAC(ctx context.Context, factory informers.SharedInformerFactory, cli
 			return fmt.Errorf("rbac informer %v did not sync", typ)
 		}
 	}
+	return nil
+}
+
+// ensureAPF keeps the bootstrap API Priority and Fairness configuration (apfregistry.Ensure) through the
+// loopback client: retried every half second until it first succeeds, then rerun every minute for the
+// life of the server, as kube-apiserver's priority-and-fairness-config-producer.
+func ensureAPF(ctx context.Context, client kubernetes.Interface) error {
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := apfregistry.Ensure(ctx, client.FlowcontrolV1()); err != nil {
+			slog.Warn("apiserver apf bootstrap configuration: retrying", "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("apf bootstrap configuration: %w", err)
+	}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := apfregistry.Ensure(ctx, client.FlowcontrolV1()); err != nil && ctx.Err() == nil {
+			slog.Warn("apiserver apf bootstrap configuration", "err", err)
+		}
+	}, time.Minute)
 	return nil
 }

@@ -170,7 +170,7 @@ func TestAgentBinary(t *testing.T) {
 	cdone := make(chan struct{})
 	go func() {
 		defer close(cdone)
-		if err := controllers.Run(cctx, admin, controllers.Options{Controllers: []string{controllers.CSRApproving, controllers.CSRSigning}, ClusterSigner: ca}); err != nil && cctx.Err() == nil {
+		if err := controllers.Run(cctx, admin, controllers.Options{Controllers: []string{controllers.CSRApproving, controllers.CSRSigning, controllers.EndpointSlice}, ClusterSigner: ca}); err != nil && cctx.Err() == nil {
 			t.Errorf("certificate controllers: %v", err)
 		}
 	}()
@@ -215,8 +215,9 @@ func TestAgentBinary(t *testing.T) {
 	// A pod bound to the node runs, and `kubectl logs` (pods/log through the API server) reaches the
 	// kubelet server.
 	ns := "default"
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: randName("web-")}, Spec: v1.PodSpec{NodeName: nodeName,
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: randName("web-"), Labels: map[string]string{"app": "web"}}, Spec: v1.PodSpec{NodeName: nodeName,
 		Containers: []v1.Container{{Name: "web", Image: bundled.DemoServerV1, ImagePullPolicy: v1.PullNever,
+			Ports:          []v1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -269,6 +270,8 @@ func TestAgentBinary(t *testing.T) {
 	web := pod.DeepCopy()
 	web.Namespace = ns
 	t.Run("Streams", func(t *testing.T) { testPodStreams(t, api.Config, api.KubeconfigPath, nodeName, web) })
+	// pods/proxy, services/proxy and nodes/proxy through the API server to the pod and the kubelet.
+	t.Run("Proxy", func(t *testing.T) { testProxy(t, api.Config, api.KubeconfigPath, nodeName, port, web) })
 	t.Run("Debug", func(t *testing.T) { testDebug(t, admin, api.KubeconfigPath, nodeName, web) })
 
 	// A static pod runs and its mirror pod shows its status.
