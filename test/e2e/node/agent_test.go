@@ -186,8 +186,9 @@ func TestAgentBinary(t *testing.T) {
 	agent := startAgent(t, "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", api.NodeKubeconfig(t, nodeName),
 		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--container-runtime-endpoint", rt.Endpoint(), "--config", cfgFile, "--cni-conf-dir", filepath.Join(dir, "net.d"),
-		// the proxy's default ports (10249, 10256) belong to whatever else runs on the host
-		"--proxy-metrics-bind-address=", "--proxy-healthz-bind-address=")
+		// no service proxy: it would program the host's own iptables (10.96.0.1 to this test's API server)
+		// and leave the rules behind, as kube-proxy does on exit; the proxy is tested in namespaces of its own
+		"--disable-proxy")
 	ctx := context.Background()
 
 	waitFor(t, 60*time.Second, "node Ready", func() (bool, string) {
@@ -332,7 +333,8 @@ func TestAgentManagedContainerd(t *testing.T) {
 	dataDir := filepath.Join(dir, "d")
 	agent := startAgent(t, "--data-dir", dataDir, "--kubeconfig", api.NodeKubeconfig(t, nodeName),
 		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(freePort(t)),
-		"--images-dir", imagesDir, "--cni-conf-dir", filepath.Join(dir, "net.d"), "--node-status-update-frequency", "1s")
+		"--images-dir", imagesDir, "--cni-conf-dir", filepath.Join(dir, "net.d"), "--node-status-update-frequency", "1s",
+		"--disable-proxy") // as TestAgentBinary: no rules in the host's iptables
 	ctx := context.Background()
 	ready := func(n *v1.Node) *v1.NodeCondition {
 		if r := readyCondition(n); r != nil {
