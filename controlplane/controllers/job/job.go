@@ -113,6 +113,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	// Expectations are read before the pods are listed, as upstream's syncJob does: a pod observed after
+	// the listing would otherwise count as satisfied yet be missing from the list.
+	satisfied := c.exp.Satisfied(key)
 	pods, err := c.ownedPods(job)
 	if err != nil {
 		return err
@@ -131,7 +134,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	return c.sync(ctx, key, fresh, pods)
+	return c.sync(ctx, key, fresh, pods, satisfied)
 }
 
 // ownedPods lists the pods job controls (matching its selector).
@@ -253,8 +256,9 @@ func podFailed(p *v1.Pod) bool {
 }
 
 // sync runs one pass over an unfinished Job: count finished pods, decide success or failure, then
-// create or delete pods, and write status.
-func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pods []*v1.Pod) error {
+// create or delete pods, and write status. satisfied says every pod creation and deletion asked for
+// before pods was listed has been observed.
+func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pods []*v1.Pod, satisfied bool) error {
 	now := c.clock.Now()
 	st := &job.Status
 	old := job.Status.DeepCopy()
@@ -302,11 +306,13 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 	var manageErr error
 	switch {
 	case ending || suspended:
-		if c.exp.Satisfied(key) {
+		// Pods are deleted only once every creation this controller asked for has been observed: a pod
+		// still in flight would otherwise outlive the Job's terminal condition.
+		if satisfied {
 			manageErr = c.deletePods(ctx, key, job, active)
+			active = nil
 		}
-		active = nil
-	case c.exp.Satisfied(key):
+	case satisfied:
 		if st.StartTime == nil {
 			st.StartTime = &metav1.Time{Time: now}
 			if job.Spec.ActiveDeadlineSeconds != nil {
@@ -330,8 +336,9 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 			}
 		}
 	}
-	// The terminal condition follows once no pod is left running.
-	if ending && len(active) == 0 && terminating == 0 && len(st.UncountedTerminatedPods.Succeeded)+len(st.UncountedTerminatedPods.Failed) == 0 {
+	// The terminal condition follows once no pod is left running, none is still being created (its
+	// observation requeues the Job) and every finished one is counted.
+	if ending && satisfied && len(active) == 0 && terminating == 0 && len(st.UncountedTerminatedPods.Succeeded)+len(st.UncountedTerminatedPods.Failed) == 0 {
 		if ft := condition(job, batchv1.JobFailureTarget); ft != nil {
 			setCondition(st, batchv1.JobFailed, v1.ConditionTrue, ft.Reason, ft.Message, now)
 			c.recorder.Event(job, v1.EventTypeWarning, ft.Reason, ft.Message)

@@ -20,6 +20,8 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/examples"
+	"github.com/nodekit/nodekit/kubelet/processpods"
+	"github.com/nodekit/nodekit/kubelet/static"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
@@ -165,7 +167,13 @@ func TestLab(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return nodeReady(n) && len(pods.Items) == 0, fmt.Sprintf("Ready=%v, %d pods left", nodeReady(n), len(pods.Items))
+		left := 0
+		for _, p := range pods.Items {
+			if p.Annotations[static.ConfigSourceAnnotation] != processpods.Source { // not its kube-proxy's pod (a process)
+				left++
+			}
+		}
+		return nodeReady(n) && left == 0, fmt.Sprintf("Ready=%v, %d pods left", nodeReady(n), left)
 	})
 
 	// lab down: nothing left.
