@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/images/bundled"
 	"github.com/nodekit/nodekit/internal/localpath"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/kubelet/cgroups"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
@@ -76,6 +77,28 @@ func (a *agent) startRuntime(ctx context.Context) (stop func(), err error) {
 		sup.Stop(context.Background())
 		return nil, err
 	}
+	// The kubelet's cgroup driver follows the runtime's; a managed containerd was configured with
+	// kc.CgroupDriver (or DetectCgroupDriver's choice when unset) and reports the same.
+	cfgPath := a.cfg.ContainerdConfig
+	if cfgPath == "" {
+		cfgPath = containerd.DefaultConfigPath
+	}
+	if a.managed {
+		cfgPath = sup.ConfigPath()
+	}
+	src, known, err := runtimeCgroupDriver(ctx, a.rt.CgroupDriver, cfgPath, containerd.ConfigCgroupDriver)
+	if err == nil {
+		kc.CgroupDriver, err = decideCgroupDriver(kc.CgroupDriver, src, known)
+	}
+	if !known {
+		src.from = "configuration (the runtime does not report one)"
+	}
+	if err != nil {
+		a.rt.Close()
+		sup.Stop(context.Background())
+		return nil, err
+	}
+	a.log.Info("cgroup driver", "driver", kc.CgroupDriver, "from", src.from, "cgroupV2", cgroups.IsV2(cgroups.DefaultMount))
 	return func() { a.rt.Close(); sup.Stop(context.Background()) }, nil
 }
 

@@ -14,11 +14,13 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cniconfig "github.com/nodekit/nodekit/cni/config"
+	"github.com/nodekit/nodekit/cni/vxlan"
 	"github.com/nodekit/nodekit/internal/localpath"
 	"github.com/nodekit/nodekit/internal/podnet"
 	"github.com/nodekit/nodekit/kubelet"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
+	"github.com/nodekit/nodekit/podroutes"
 	"github.com/nodekit/nodekit/proxy"
 	"github.com/nodekit/nodekit/runtime/containerd"
 )
@@ -70,6 +72,10 @@ type Config struct {
 	// (ContainerRuntimeEndpoint) it names that runtime's CNI plugin dir: the agent then checks the
 	// network's plugins there (CNI STATUS, in the node's Ready condition) and runs CNI GC with them.
 	CNIBinDir string
+	// ContainerdConfig is an external containerd 1.x's config file (--containerd-config), read for its
+	// cgroup driver (SystemdCgroup) because its CRI has no RuntimeConfig; empty:
+	// containerd.DefaultConfigPath. Unused with the managed containerd and with containerd >= 2.0.
+	ContainerdConfig string
 	// CNIConfDir is where the conflist is written once the Node has a podCIDR (--cni-conf-dir).
 	CNIConfDir string
 	// ClusterCIDR is the cluster's pod network, containing every node's podCIDR (--cluster-cidr).
@@ -81,6 +87,14 @@ type Config struct {
 	// join the cluster when Kubeconfig is not valid yet (--token, --ca-hash; default $NODEKIT_TOKEN and
 	// $NODEKIT_CA_HASH, read by Run, so the token need not appear on a command line).
 	Token, CAHash string
+	// NetworkBackend is how pods reach pods on other nodes (--network-backend, podroutes.Backends): host-gw
+	// (default) and vxlan run the route controller (podroutes) with that backend in the agent's network
+	// namespace; none runs none, leaving the podCIDRs to the operator's routing (`nodekit down` removes the
+	// routes and the VXLAN device the others made).
+	NetworkBackend string
+	// VXLANVNI and VXLANPort are the vxlan backend's VXLAN network identifier and UDP port (--vxlan-vni,
+	// --vxlan-port; default 1 and 8472, flannel's); every node of the cluster needs the same.
+	VXLANVNI, VXLANPort int
 	// DisableProxy turns the service proxy off (--disable-proxy), when another kube-proxy serves the node.
 	DisableProxy bool
 	// ProxyMode is the service proxy's backend (--proxy-mode): iptables, ipvs or nftables.
@@ -136,6 +150,9 @@ func Default() Config {
 		CNIConfDir:       DefaultCNIConfDir,
 		ClusterCIDR:      DefaultClusterCIDR,
 		ProxyMode:        proxy.ModeIPTables,
+		NetworkBackend:   podroutes.BackendHostGW,
+		VXLANVNI:         vxlan.DefaultVNI,
+		VXLANPort:        vxlan.DefaultPort,
 		ProxyMetricsAddr: DefaultProxyMetricsAddr,
 		GoMemoryLimit:    DefaultGoMemoryLimit,
 		ProxyHealthzAddr: DefaultProxyHealthzAddr,

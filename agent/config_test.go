@@ -55,6 +55,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.Token, full.CAHash = "abcdef.0123456789abcdef", "sha256:00ff"
 	full.DisableProxy, full.ProxyMode, full.ProxyMetricsAddr = true, proxy.ModeIPVS, ""
 	full.GoMemoryLimit = "64Mi"
+	full.NetworkBackend, full.VXLANVNI, full.VXLANPort = "vxlan", 4, 4789
 	k := &full.Kubelet
 	noProfiling := false
 	k.EnableProfilingHandler = &noProfiling
@@ -148,6 +149,9 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{func(c *Config) { c.Kubelet.Port = 0 }, "kubelet config: port: 0 is not in 1-65535"},
 		{func(c *Config) { c.Token = "abcdef.0123456789abcdef" }, "--ca-hash: required with --token"},
 		{func(c *Config) { c.ProxyMode = "userspace" }, `--proxy-mode: "userspace" is not one of [iptables ipvs nftables]`},
+		{func(c *Config) { c.NetworkBackend = "geneve" }, `--network-backend: "geneve" is not one of [host-gw vxlan none]`},
+		{func(c *Config) { c.NetworkBackend, c.VXLANVNI = "vxlan", 1<<24 }, `--vxlan-vni: vxlan: VNI 16777216: want 1..16777215`},
+		{func(c *Config) { c.NetworkBackend, c.VXLANPort = "vxlan", 70000 }, `--vxlan-port: vxlan: port 70000: want 1..65535`},
 		{func(c *Config) { c.GoMemoryLimit = "lots" }, `--go-memory-limit: "lots" is not a quantity`},
 		{func(c *Config) { c.GoMemoryLimit = "-1Mi" }, `--go-memory-limit: "-1Mi" is negative`},
 	} {

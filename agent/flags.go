@@ -23,6 +23,7 @@ const (
 	FlagRootDir          = "root-dir"
 	FlagCNIBinDir        = "cni-bin-dir"
 	FlagCNIConfDir       = "cni-conf-dir"
+	FlagContainerdConfig = "containerd-config"
 	FlagClusterCIDR      = "cluster-cidr"
 	FlagImagesDir        = "images-dir"
 	FlagToken            = "token"
@@ -33,6 +34,9 @@ const (
 	FlagProxyMetricsAddr = "proxy-metrics-bind-address"
 	FlagGoMemoryLimit    = "go-memory-limit"
 	FlagProxyHealthzAddr = "proxy-healthz-bind-address"
+	FlagNetworkBackend   = "network-backend"
+	FlagVXLANVNI         = "vxlan-vni"
+	FlagVXLANPort        = "vxlan-port"
 )
 
 // Flags is a Config bound to a flag set by BindFlags.
@@ -53,12 +57,18 @@ func BindFlags(fs *pflag.FlagSet, c *Config) *Flags {
 	fs.Var(labelsValue{&c.NodeLabels}, FlagNodeLabels, "labels added at registration: key=value,...")
 	fs.StringVar(&c.RootDir, FlagRootDir, c.RootDir, "kubelet state directory (default <data-dir>/kubelet)")
 	fs.StringVar(&c.CNIBinDir, FlagCNIBinDir, c.CNIBinDir, "where the managed containerd's nodekit-cni plugin is installed (default <data-dir>/cni/bin; /usr/lib/cni and /opt/cni/bin are searched too); with --container-runtime-endpoint, that runtime's CNI plugin dir, which the agent then checks for the node's Ready condition")
+	fs.StringVar(&c.ContainerdConfig, FlagContainerdConfig, c.ContainerdConfig, "an external containerd 1.x's config file, read for its cgroup driver (SystemdCgroup) (default /etc/containerd/config.toml)")
 	fs.StringVar(&c.CNIConfDir, FlagCNIConfDir, c.CNIConfDir, "CNI config directory; the agent writes its conflist here once the node has a podCIDR")
 	fs.StringVar(&c.ClusterCIDR, FlagClusterCIDR, c.ClusterCIDR, "the cluster's pod network, containing every node's podCIDR")
 	fs.StringVar(&c.ImagesDir, FlagImagesDir, c.ImagesDir, "OCI image archives imported into the managed containerd at start (default <data-dir>/images)")
 	fs.StringVar(&c.Token, FlagToken, c.Token, "bootstrap token <id>.<secret> ('nodekit token create' on the server; default $NODEKIT_TOKEN): with no valid "+
 		"--kubeconfig yet, the agent joins with it (requests its client certificate) and writes --kubeconfig")
 	fs.StringVar(&c.CAHash, FlagCAHash, c.CAHash, "sha256:<hex> of the cluster CA's public key (printed by 'nodekit token create'; default $NODEKIT_CA_HASH); required with --token")
+	fs.StringVar(&c.NetworkBackend, FlagNetworkBackend, c.NetworkBackend, "how pods reach pods on other nodes (flannel's --flannel-backend): host-gw, a route per other node "+
+		"'<its podCIDR> via <its InternalIP>' kept by the agent (the nodes share one L2 segment); vxlan, tunnels over UDP through the device nodekit.<VNI> "+
+		"(the nodes reach each other's InternalIP over any routed network); none, no route controller: you route the podCIDRs")
+	fs.IntVar(&c.VXLANVNI, FlagVXLANVNI, c.VXLANVNI, "the vxlan backend's VXLAN network identifier, the same on every node")
+	fs.IntVar(&c.VXLANPort, FlagVXLANPort, c.VXLANPort, "the vxlan backend's UDP port, the same on every node (flannel's and the kernel's 8472)")
 	fs.BoolVar(&c.DisableProxy, FlagDisableProxy, c.DisableProxy, "do not run the service proxy (when another kube-proxy serves this node)")
 	fs.StringVar((*string)(&c.ProxyMode), FlagProxyMode, string(c.ProxyMode), "service proxy backend: iptables, ipvs or nftables")
 	fs.StringVar(&c.ProxyMetricsAddr, FlagProxyMetricsAddr, c.ProxyMetricsAddr, "host:port of the proxy's /metrics and /debug/services; empty disables")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,24 +22,27 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/certificate"
 	nodeutil "k8s.io/component-helpers/node/util"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	cninetwork "github.com/nodekit/nodekit/cni/network"
+	"github.com/nodekit/nodekit/cni/vxlan"
 	"github.com/nodekit/nodekit/internal/components"
 	"github.com/nodekit/nodekit/internal/logging"
 	"github.com/nodekit/nodekit/internal/proxystatus"
 	"github.com/nodekit/nodekit/internal/sdnotify"
 	"github.com/nodekit/nodekit/kubelet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
+	"github.com/nodekit/nodekit/kubelet/certmanager"
 	kubeletconfig "github.com/nodekit/nodekit/kubelet/config"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	"github.com/nodekit/nodekit/kubelet/nodestatus"
 	"github.com/nodekit/nodekit/kubelet/prober"
 	"github.com/nodekit/nodekit/kubelet/processpods"
 	"github.com/nodekit/nodekit/kubelet/server"
-	"github.com/nodekit/nodekit/kubelet/servingcert"
 	"github.com/nodekit/nodekit/kubelet/static"
+	"github.com/nodekit/nodekit/podroutes"
 	"github.com/nodekit/nodekit/proxy"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
@@ -50,14 +54,21 @@ type agent struct {
 	log      *slog.Logger
 	nodeName string
 	nodeIP   net.IP
-	labels   map[string]string
-	rest     *rest.Config
-	client   kubernetes.Interface
-	rt       *cri.Client
+	// clusterCIDR is ClusterCIDR parsed.
+	clusterCIDR *net.IPNet
+	labels      map[string]string
+	rest        *rest.Config
+	client      kubernetes.Interface
+	// clientCerts rotates the node client certificate a.client authenticates with (rotateCertificates;
+	// nil when off or when the kubeconfig has no client certificate).
+	clientCerts *certmanager.Client
+	rt          *cri.Client
 	// pinned are the image references the kubelet's image GC never removes: the pause image and what the
 	// agent's containerd imported from the images directory (labelled pinned).
 	pinned   []string
 	recorder record.EventRecorder
+	// routeRecorder records the route controller's events (source nodekit-routes).
+	routeRecorder record.EventRecorder
 	// memoryLimit is GoMemoryLimit in bytes (0: none).
 	memoryLimit int64
 	// network is the pod network's CNI configuration and plugins, for the agent's own STATUS and GC.
@@ -84,6 +95,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := a.connect(); err != nil {
 		return err
 	}
+	if a.clientCerts != nil {
+		a.clientCerts.Start()
+		defer a.clientCerts.Stop()
+	}
 	a.setMemoryLimit()
 	stopRuntime, err := a.startRuntime(ctx)
 	if err != nil {
@@ -94,6 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
 	defer events.Shutdown()
 	a.recorder = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: a.nodeName})
+	a.routeRecorder = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodekit-routes", Host: a.nodeName})
 	probes := cfg.ProbeManager
 	if probes == nil {
 		pm := prober.New(prober.Options{Runtime: a.rt.Runtime(), Recorder: a.recorder, Logger: a.log})
@@ -132,8 +148,22 @@ func newAgent(cfg Config) (*agent, error) {
 	if err := kubeletconfig.Validate(&cfg.Kubelet); err != nil {
 		return nil, fmt.Errorf("kubelet config: %w", err)
 	}
-	if _, _, err := net.ParseCIDR(cfg.ClusterCIDR); err != nil {
+	if _, a.clusterCIDR, err = net.ParseCIDR(cfg.ClusterCIDR); err != nil {
 		return nil, fmt.Errorf("--%s: %w", FlagClusterCIDR, err)
+	}
+	if !slices.Contains(podroutes.Backends, cfg.NetworkBackend) {
+		return nil, fmt.Errorf("--%s: %q is not one of %v", FlagNetworkBackend, cfg.NetworkBackend, podroutes.Backends)
+	}
+	if cfg.NetworkBackend == podroutes.BackendVXLAN {
+		if a.nodeIP.To4() == nil {
+			return nil, fmt.Errorf("--%s: %s: the vxlan backend needs an IPv4 node IP", FlagNodeIP, a.nodeIP)
+		}
+		if err := (vxlan.Device{VNI: cfg.VXLANVNI, Port: 1, LocalIP: a.nodeIP}).Validate(); err != nil {
+			return nil, fmt.Errorf("--%s: %w", FlagVXLANVNI, err)
+		}
+		if err := (vxlan.Device{VNI: 1, Port: cfg.VXLANPort, LocalIP: a.nodeIP}).Validate(); err != nil {
+			return nil, fmt.Errorf("--%s: %w", FlagVXLANPort, err)
+		}
 	}
 	// Checked before anything is started or written, as every other setting (the proxy itself is built last).
 	if !cfg.DisableProxy && !slices.Contains(proxy.Modes, cfg.ProxyMode) {
@@ -202,7 +232,8 @@ func (a *agent) join(ctx context.Context) error {
 	case a.cfg.Server == "":
 		return fmt.Errorf("--%s: required with --%s (https://HOST:6443)", FlagServer, FlagToken)
 	}
-	return bootstrap.Join(ctx, bootstrap.Config{Server: a.cfg.Server, Token: token, CAHash: caHash, NodeName: a.nodeName, Kubeconfig: a.cfg.Kubeconfig})
+	return bootstrap.Join(ctx, bootstrap.Config{Server: a.cfg.Server, Token: token, CAHash: caHash, NodeName: a.nodeName, Kubeconfig: a.cfg.Kubeconfig,
+		CertDir: a.paths.KubeletPKI})
 }
 
 // connect builds the node's API client from Kubeconfig and Server.
@@ -217,11 +248,21 @@ func (a *agent) connect() error {
 	// fraction of JSON's allocations (every object this client reads is a built-in type).
 	rc.ContentType = runtime.ContentTypeProtobuf
 	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if a.client, err = kubernetes.NewForConfig(rc); err != nil {
-		return err
-	}
 	a.rest = rc
-	return nil
+	tc := rc.TLSClientConfig
+	switch {
+	case !a.cfg.Kubelet.RotateCertificates:
+	case len(tc.CertData) == 0 && tc.CertFile == "":
+		a.log.Info("rotateCertificates: the kubeconfig has no client certificate to rotate", "node", a.nodeName, "kubeconfig", a.cfg.Kubeconfig)
+	default:
+		if a.clientCerts, err = certmanager.NewClient(certmanager.ClientConfig{NodeName: a.nodeName, Dir: a.paths.KubeletPKI,
+			Kubeconfig: rc, Log: a.log}); err != nil {
+			return fmt.Errorf("--%s (rotateCertificates): %w", FlagKubeconfig, err)
+		}
+		rc = a.clientCerts.Config
+	}
+	a.client, err = kubernetes.NewForConfig(rc)
+	return err
 }
 
 // run builds the node's components on the runtime and runs them until one fails or ctx ends.
@@ -250,7 +291,17 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 			return err
 		}
 	}
-	srv, err := a.newServer(kl, m, px, procPods)
+	var serving func() *tls.Certificate
+	if kc.ServerTLSBootstrap && kc.TLSCertFile == "" {
+		sm, err := a.newServingCerts(ns)
+		if err != nil {
+			return err
+		}
+		sm.Start()
+		defer sm.Stop()
+		serving = sm.Current
+	}
+	srv, err := a.newServer(kl, m, px, procPods, serving)
 	if err != nil {
 		return err
 	}
@@ -261,8 +312,15 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 			return err
 		}
 	}
+	routes, err := a.newRoutes()
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ns.Run(gctx) })
+	if routes != nil {
+		g.Go(func() error { return routes.Run(gctx) })
+	}
 	g.Go(func() error { return kl.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx) })
 	if px != nil {
@@ -287,27 +345,36 @@ func (a *agent) run(ctx context.Context, probes kubelet.ProbeManager) error {
 			return run(gctx)
 		})
 	}
-	if kc.ServerTLSBootstrap && kc.TLSCertFile == "" {
-		g.Go(func() error {
-			select { // the approver checks the certificate's names against the Node's addresses
-			case <-ns.Registered():
-			case <-gctx.Done():
-				return nil
-			}
-			pair, err := servingcert.Obtain(gctx, servingcert.Config{Client: a.client, NodeName: a.nodeName,
-				DNSNames: []string{a.nodeName}, IPs: []net.IP{a.nodeIP}, Dir: a.paths.KubeletPKI})
-			if err != nil {
-				if gctx.Err() == nil {
-					slog.Warn("kubelet serving certificate not obtained; serving the self-signed one", "node", a.nodeName, "err", err)
-				}
-				return nil
-			}
-			srv.SetCertificate(pair)
-			return nil
-		})
-	}
 	sdnotify.Notify(gctx, Command, ns.Registered())
 	return g.Wait()
+}
+
+// newRoutes makes the route controller of the node (podroutes) with its backend (host-gw or vxlan) in the
+// agent's network namespace; nil with the none backend (what an earlier run made stays until `nodekit down`).
+func (a *agent) newRoutes() (*podroutes.Controller, error) {
+	if a.cfg.NetworkBackend == podroutes.BackendNone {
+		a.log.Info("no route controller: pods on other nodes are reached by the operator's routing", "node", a.nodeName,
+			"flag", "--"+FlagNetworkBackend+"="+podroutes.BackendNone)
+		return nil, nil
+	}
+	return podroutes.New(podroutes.Config{Client: a.client, NodeName: a.nodeName, ClusterCIDR: a.clusterCIDR,
+		Backend: a.cfg.NetworkBackend, NodeIP: a.nodeIP, VNI: a.cfg.VXLANVNI, Port: a.cfg.VXLANPort,
+		Recorder: a.routeRecorder, Logger: a.log})
+}
+
+// newServingCerts makes the manager of the kubelet serving certificate (serverTLSBootstrap): its
+// subjectAltNames are the node's name and InternalIP, the addresses the node status controller reports,
+// requested once the Node is registered (the approver checks them against the Node's addresses).
+func (a *agent) newServingCerts(ns *nodestatus.Controller) (certificate.Manager, error) {
+	return certmanager.NewServing(certmanager.ServingConfig{Client: a.client, NodeName: a.nodeName, Dir: a.paths.KubeletPKI,
+		Names: func() ([]string, []net.IP, bool) {
+			select {
+			case <-ns.Registered():
+				return []string{a.nodeName}, []net.IP{a.nodeIP}, true
+			default:
+				return nil, nil, false
+			}
+		}})
 }
 
 // newProxy makes the service proxy for the node (nil with DisableProxy). It logs through
@@ -352,7 +419,8 @@ func (a *agent) newProxy() (*proxy.Proxier, func(), error) {
 
 // newServer makes the kubelet server (:10250) over kl; it serves px's status (proxystatus), or
 // Disabled when the node runs no proxy, and the logs of procPods' component pods.
-func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier, procPods *processpods.Pods) (*server.Server, error) {
+// serving, when set, gives the kubelet-serving certificate (nil until one is issued).
+func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Proxier, procPods *processpods.Pods, serving func() *tls.Certificate) (*server.Server, error) {
 	kc := &a.cfg.Kubelet
 	clientCA, err := loadClientCA(kc.Authentication.X509.ClientCAFile, a.rest)
 	if err != nil {
@@ -378,9 +446,9 @@ func (a *agent) newServer(kl *kubelet.Kubelet, m *metrics.Metrics, px *proxy.Pro
 	}
 	return server.New(server.Config{
 		Address: kc.Address, Port: kc.Port, TLSCertFile: kc.TLSCertFile, TLSKeyFile: kc.TLSPrivateKeyFile,
-		CertDir: a.paths.KubeletPKI, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
+		CertDir: a.paths.KubeletPKI, Certificate: serving, NodeName: a.nodeName, NodeIPs: []net.IP{a.nodeIP}, ClientCA: clientCA,
 		Authenticator: authn, Authorizer: authz,
-		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot,
+		Pods: kl, Runtime: a.rt.Runtime(), Images: a.rt.Image(), RootDir: a.paths.KubeletRoot, PodCgroupStats: kl.PodCgroupStats,
 		Metrics: m, EnableProfiling: kc.EnableProfilingHandler != nil && *kc.EnableProfilingHandler,
 		ProxyStatus: proxyStatus(a.nodeName, px), ProcessLogs: processLogs,
 	})

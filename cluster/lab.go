@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/podroutes"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -52,6 +54,10 @@ type LabConfig struct {
 	NotReadyTolerationSeconds int
 	// Disable names the add-ons the server does not install, as Config.Disable.
 	Disable []string
+	// NetworkBackend is every node's agent --network-backend (podroutes.Backends; default host-gw): with
+	// vxlan the nodes tunnel to each other over the lab bridge. The host, which has no Node, routes the
+	// podCIDRs via the nodes' lab addresses (host-gw) with either.
+	NetworkBackend string
 	// KubeletConfig is every agent node's KubeletConfiguration file, as Config.KubeletConfig (joined
 	// nodes get it in their JoinArgs); empty: none.
 	KubeletConfig         string
@@ -121,6 +127,12 @@ func (c *LabConfig) complete() error {
 	}
 	if _, n, err := net.ParseCIDR(c.Subnet); err != nil || n.IP.To4() == nil {
 		return fmt.Errorf("lab: Subnet %q is not an IPv4 CIDR", c.Subnet)
+	}
+	if c.NetworkBackend == "" {
+		c.NetworkBackend = podroutes.BackendHostGW
+	}
+	if !slices.Contains(podroutes.Backends, c.NetworkBackend) {
+		return fmt.Errorf("lab: NetworkBackend %q is not one of %v", c.NetworkBackend, podroutes.Backends)
 	}
 	if c.NodeMonitorGracePeriod == 0 {
 		c.NodeMonitorGracePeriod = 20 * time.Second
@@ -193,7 +205,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		n := LabNode{Name: name, Netns: name, IP: lc.labIP(10 + i), HostIf: name, DataDir: filepath.Join(lay.LabNodes, name)}
 		if i > lc.Nodes {
 			n.Join = true
-			n.JoinArgs = labAgent(cfg, n).FlagArgs()
+			n.JoinArgs = labAgent(cfg, lc.NetworkBackend, n).FlagArgs()
 		}
 		l.state.Nodes = append(l.state.Nodes, n)
 	}
@@ -222,7 +234,7 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 		env = append(env, "PATH="+filepath.Dir(cfg.Containerd)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	for _, n := range l.state.Nodes {
-		ac := labAgent(cfg, n)
+		ac := labAgent(cfg, lc.NetworkBackend, n)
 		// down, run inside the node's namespace, finds the node's runtime and CNI config from this; an
 		// agent joined by hand uses the same dirs (JoinArgs).
 		st := State{NodeName: n.Name, CNIConfDir: ac.CNIConfDir, PodLogsDir: ac.Kubelet.PodLogsDir, Containerd: cfg.Containerd, Executable: cfg.Executable}
@@ -254,16 +266,9 @@ func LabUp(ctx context.Context, lc LabConfig) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	l.syncRoutes(ctx)
-	go func() {
-		for ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-				l.syncRoutes(ctx)
-			}
-		}
-	}()
+	if err := l.routeHost(ctx); err != nil {
+		return nil, err
+	}
 	l.printSummary(ctx)
 	return l, nil
 }
@@ -307,9 +312,10 @@ func (l *Lab) buildNetwork() error {
 
 // labAgent is the agent settings of lab node n beyond its identity and credentials (which a joined
 // node gets from hack/install.sh): its own CNI config and pod log dirs (which `lab down` cleans), the
-// lab's images and pod network, the kubelet server on its lab address, the cluster DNS.
-func labAgent(cfg Config, n LabNode) agent.Config {
+// lab's images and pod network (with backend), the kubelet server on its lab address, the cluster DNS.
+func labAgent(cfg Config, backend string, n LabNode) agent.Config {
 	a := agent.Default()
+	a.NetworkBackend = backend
 	a.CNIConfDir, a.Kubelet.PodLogsDir = filepath.Join(n.DataDir, "net.d"), filepath.Join(n.DataDir, "pods")
 	a.ImagesDir, a.ClusterCIDR, a.Kubelet.Address = cfg.ImagesDir, cfg.ClusterCIDR, n.IP
 	a.KubeletConfigFile = cfg.KubeletConfig
@@ -344,34 +350,20 @@ func (l *Lab) waitReady(ctx context.Context, node string) error {
 	})
 }
 
-// syncRoutes routes every node's podCIDR via its lab address in the other nodes' namespaces and on the
-// host (the lab's stand-in for a cloud route controller).
-func (l *Lab) syncRoutes(ctx context.Context) {
-	nodes, err := l.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// routeHost runs the agents' route controller (podroutes) in the host's namespace, which holds the
+// server and no Node: the host routes every node's podCIDR via its lab address, as each node's agent does
+// for the other nodes, so that the API server reaches pods (webhooks, proxy) and `curl` from the host works.
+func (l *Lab) routeHost(ctx context.Context) error {
+	_, cidr, err := net.ParseCIDR(l.cfg.ClusterCIDR)
 	if err != nil {
-		return
+		return fmt.Errorf("lab: cluster CIDR: %w", err)
 	}
-	for _, n := range nodes.Items {
-		ip := nodeIP(&n)
-		if n.Spec.PodCIDR == "" || ip == "" {
-			continue
-		}
-		targets := []string{""}
-		for _, other := range l.state.Nodes {
-			if other.Name != n.Name {
-				targets = append(targets, other.Netns)
-			}
-		}
-		for _, ns := range targets {
-			args := []string{"route", "replace", n.Spec.PodCIDR, "via", ip}
-			if ns != "" {
-				args = append([]string{"-n", ns}, args...)
-			}
-			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-				l.cfg.Logger.Warn("lab route", "netns", ns, "podCIDR", n.Spec.PodCIDR, "via", ip, "err", strings.TrimSpace(string(out)))
-			}
-		}
+	rc, err := podroutes.New(podroutes.Config{Client: l.Client, ClusterCIDR: cidr, Logger: l.cfg.Logger})
+	if err != nil {
+		return err
 	}
+	go func() { _ = rc.Run(ctx) }()
+	return nil
 }
 
 func (l *Lab) printSummary(ctx context.Context) {

@@ -8,8 +8,10 @@
 //	portmap   hostPort DNAT in nat chains NK-HOSTPORTS-* / NK-HP-*
 //	plugin    the ADD/DEL/CHECK/STATUS/GC handlers on skel (the binary is cmd/nodekit-cni)
 //	config    the agent's conflist writer and the network-readiness check (libcni-validated)
-//	routes    host-gw routes to other nodes' podCIDRs, from Node objects (no production caller yet:
-//	          nodekit lab routes with ip route, and real machines get no cross-node routes)
+//	routes    routes to other nodes' podCIDRs (host-gw, or onlink over the VXLAN device), from Node
+//	          objects (the agent's route controller, podroutes, applies them; teardown removes them)
+//	vxlan     the vxlan backend's device nodekit.<VNI> and its per-peer neighbour and FDB entries
+//	          (flannel's vxlan; podroutes drives it, teardown deletes the device)
 //	install   atomic install of the plugin executable into a CNI bin dir
 //	cnitest   build-once plugin builder and a libcni-driven "runtime" for tests and benchmarks
 //

@@ -139,6 +139,9 @@ func nodeNotReady(name string, n *v1.Node, notFound bool) (Verdict, bool) {
 	return Verdict{Stuck: true, Step: "NotReady", Message: fmt.Sprintf("node %s NotReady: %s", name, msg), Fix: fix}, true
 }
 
+// cniAddFailed precedes the CNI plugin's own error in a runtime's sandbox error (libcni's wording).
+const cniAddFailed = "failed (add): "
+
 // sandboxVerdict: the pod's sandbox (netns, CNI ADD) or its volumes failed and no container runs.
 func sandboxVerdict(f PodFacts) (Verdict, bool) {
 	for _, cs := range allStatuses(f.Pod) {
@@ -148,8 +151,13 @@ func sandboxVerdict(f PodFacts) (Verdict, bool) {
 	}
 	node := f.Pod.Spec.NodeName
 	if e := f.lastEvent("FailedCreatePodSandBox", "", ""); e != nil {
+		// containerd (and CRI-O) word a failed CNI ADD "plugin type=... failed (add): <the plugin's error>".
+		if _, cniErr, ok := strings.Cut(e.Message, cniAddFailed); ok {
+			return Verdict{Stuck: true, Step: "ContainerCreating", Message: fmt.Sprintf("CNI ADD failed on node %s: %s", node, cniErr),
+				Fix: "the CNI plugin refused the pod's network: fix what its error names (a full podCIDR: free addresses or give the node a larger podCIDR; the bridge; the plugin's binaries and /etc/cni/net.d)"}, true
+		}
 		return Verdict{Stuck: true, Step: "ContainerCreating", Message: fmt.Sprintf("sandbox failed on node %s: %s", node, e.Message),
-			Fix: "the CNI plugin failed: check /etc/cni/net.d on the node and the plugin's error (IP range, bridge, binaries)"}, true
+			Fix: "the pod sandbox failed: check the runtime's error, the runtime handler, /etc/cni/net.d on the node and the CNI plugin's error (IP range, bridge, binaries)"}, true
 	}
 	if e := f.lastEvent("FailedMount", "", ""); e != nil {
 		return Verdict{Stuck: true, Step: "ContainerCreating", Message: fmt.Sprintf("volume mount failed on node %s: %s", node, e.Message),

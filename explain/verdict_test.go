@@ -122,7 +122,13 @@ func TestPodVerdict(t *testing.T) {
 			p.Spec.NodeName = "n2"
 			msg := "Failed to create pod sandbox: rpc error: plugin type=\"nodekit\" failed (add): no IP addresses available in range 10.244.2.0/24"
 			return PodFacts{Pod: p, Node: readyNode("n2"), Events: []v1.Event{event("FailedCreatePodSandBox", v1.EventTypeWarning, "", msg, 3)}}
-		}, true, "ContainerCreating", []string{"sandbox failed on node n2: Failed to create pod sandbox", "no IP addresses available"}},
+		}, true, "ContainerCreating", []string{"CNI ADD failed on node n2: no IP addresses available in range 10.244.2.0/24"}},
+		{"sandbox failure outside CNI", func() PodFacts {
+			p := basePod(waiting("ContainerCreating", ""))
+			p.Spec.NodeName = "n2"
+			msg := "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \"gvisor\" is configured"
+			return PodFacts{Pod: p, Node: readyNode("n2"), Events: []v1.Event{event("FailedCreatePodSandBox", v1.EventTypeWarning, "", msg, 3)}}
+		}, true, "ContainerCreating", []string{`sandbox failed on node n2: Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "gvisor"`}},
 		{"node not ready", func() PodFacts {
 			p := basePod(running)
 			setReady(p)

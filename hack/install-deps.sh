@@ -5,12 +5,11 @@
 # iproute2, ping, jq and dig (docs/labs, README's DNS check), etcdctl, kubectl (Debian's kubernetes-client, unless a kubectl is already installed), and the
 # linters the tests run on hack/ (shellcheck, ruby -c, systemd-analyze verify).
 # Safe to rerun: it does nothing and prints nothing when everything is present.
+#
+#   install-deps.sh          install what is missing
+#   install-deps.sh --list   print every Debian package it would install, one a line (hack/vm/image.sh
+#                            preinstalls them into the VM guest image, which has no route to a mirror)
 set -euo pipefail
-
-if [ "$(id -u)" -ne 0 ]; then
-	echo "install-deps: run as root (apt-get install needs it)" >&2
-	exit 1
-fi
 
 # command -> Debian package
 declare -A want=(
@@ -40,6 +39,15 @@ declare -A want=(
 declare -A want_files=(
 	[/usr/lib/cni/bridge]=containernetworking-plugins
 )
+
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${want[@]}" "${want_files[@]}" | sort -u
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: run as root (apt-get install needs it)" >&2
+	exit 1
+fi
 
 missing=()
 for cmd in "${!want[@]}"; do

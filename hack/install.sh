@@ -203,8 +203,12 @@ if [ ! -d /run/systemd/system ]; then
 	exit 0
 fi
 systemctl daemon-reload
-systemctl enable --now "${units[@]}"
-echo "started: ${units[*]} (journalctl -u nodekit-$role -f)"
+systemctl enable "${units[@]}"
+# Started without waiting for READY=1: on a slow machine the server's first start can take minutes (or
+# fail once and be restarted: Restart=always), and the agent is ready only once its Node is registered,
+# which needs the server. A blocking start would fail the install for what the units recover from.
+systemctl start --no-block "${units[@]}"
+echo "starting: ${units[*]} (systemctl status ${units[*]}; journalctl -u nodekit-$role -f)"
 if [ "$role" = server ]; then
 	echo "kubeconfig: $data_dir/admin.kubeconfig"
 fi

@@ -82,6 +82,10 @@ func newNodeWith(t *testing.T, noStart bool, opts containerd.Options) *node {
 	n.client = n.api.Client
 	n.cfg = fwagent.Config(t, n.name, n.rt, n.api)
 	n.cfg.Kubelet.CgroupRoot = n.cgroupRoot
+	// The runtime's driver, which the agent checks against CRI RuntimeConfig or this containerd's
+	// private config file (containerd 1.x).
+	n.cfg.Kubelet.CgroupDriver = n.rt.Supervisor.Params().CgroupDriver
+	n.cfg.ContainerdConfig = n.rt.Supervisor.ConfigPath()
 	n.cfg.TuneKubelet = tuneKubelet
 	n.rootDir, n.logDir = n.cfg.Paths().KubeletRoot, n.cfg.Kubelet.PodLogsDir
 	t.Cleanup(n.stop)

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
 
@@ -28,8 +29,10 @@ var portmapConfList = strings.Replace(containerd.DefaultConfList, `
 }`, 1)
 
 // TestHostPortAndHTTPHooks: a container port with a hostPort is reachable on the node (through the
-// runtime's CNI portmap), and httpGet postStart and preStop hooks are sent with their path and headers
-// (here to a server of the test on the node's loopback, named by the hook's host field).
+// runtime's CNI portmap), a second pod claiming it is rejected (NodePorts), and httpGet postStart and
+// preStop hooks are sent with their path, query (the conformance specs' hooks call netexec's
+// /dial?host=...&port=...), headers and upstream's User-Agent (here to a server of the test on the
+// node's loopback, named by the hook's host field).
 func TestHostPortAndHTTPHooks(t *testing.T) {
 	if !strings.Contains(portmapConfList, "portmap") {
 		t.Fatal("could not add portmap to the framework's network config")
@@ -38,7 +41,7 @@ func TestHostPortAndHTTPHooks(t *testing.T) {
 	var hooks []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		hooks = append(hooks, r.URL.Path+" "+r.Header.Get("X-Hook"))
+		hooks = append(hooks, r.URL.RequestURI()+" "+r.Header.Get("X-Hook")+" "+r.UserAgent())
 		mu.Unlock()
 	}))
 	defer srv.Close()
@@ -55,7 +58,7 @@ func TestHostPortAndHTTPHooks(t *testing.T) {
 	pod := n.demoPod("hostport")
 	c := &pod.Spec.Containers[0]
 	c.Ports[0].HostPort = hostPort
-	c.Lifecycle = &v1.Lifecycle{PostStart: hook("/post-start"), PreStop: hook("/pre-stop")}
+	c.Lifecycle = &v1.Lifecycle{PostStart: hook("/post-start?msg=poststart&n=1"), PreStop: hook("/pre-stop?msg=prestop")}
 	n.create(pod)
 	p := n.waitPod("hostport", 60*time.Second, "Running", running)
 	// The bridge's gateway address is a local address of the node: portmap DNATs it in OUTPUT.
@@ -69,12 +72,29 @@ func TestHostPortAndHTTPHooks(t *testing.T) {
 	if !strings.Contains(body, "pod=hostport") || !strings.Contains(body, "ip="+p.Status.PodIP) {
 		t.Errorf("hostPort %d answered %q", hostPort, body)
 	}
+	// A second pod claiming the same host port (bound by spec.nodeName, past the scheduler's NodePorts
+	// filter) is rejected by the node, as upstream's admission does: Failed, reason NodePorts, nothing
+	// created (a StatefulSet then deletes and recreates it: "Should recreate evicted statefulset").
+	clash := n.demoPod("hostport-clash")
+	clash.Spec.Containers[0].Ports[0].HostPort = hostPort
+	n.create(clash)
+	cp := n.waitPod("hostport-clash", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if cp.Status.Reason != "NodePorts" || cp.Status.Message != "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" {
+		t.Errorf("clashing pod: reason %q message %q, want NodePorts", cp.Status.Reason, cp.Status.Message)
+	}
+	if cs := n.podContainers(string(cp.UID)); len(cs) != 0 {
+		t.Errorf("%d containers created for the rejected pod", len(cs))
+	}
+	n.deleteGracefully("hostport-clash", 0)
+	n.waitGone("hostport-clash", 30*time.Second)
 	n.deleteGracefully("hostport", 5)
 	n.waitGone("hostport", 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(hooks, ",") != "/post-start /post-start,/pre-stop /pre-stop" {
-		t.Errorf("hook requests %q, want postStart then preStop with their headers", hooks)
+	agent := "kube-lifecycle/" + strings.TrimPrefix(probes.UserAgent(), "kube-probe/")
+	want := "/post-start?msg=poststart&n=1 /post-start?msg=poststart&n=1 " + agent + ",/pre-stop?msg=prestop /pre-stop?msg=prestop " + agent
+	if got := strings.Join(hooks, ","); got != want {
+		t.Errorf("hook requests %q, want %q: postStart then preStop with their queries and headers", got, want)
 	}
 }
 

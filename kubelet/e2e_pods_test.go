@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/kubelet/metrics"
 	fwagent "github.com/nodekit/nodekit/test/framework/agent"
@@ -151,6 +153,9 @@ func TestEnvAndVolumes(t *testing.T) {
 	n.start()
 
 	pod := n.demoPod("envvol")
+	// A hostname and a subdomain: the managed /etc/hosts gives the pod's FQDN (DNS conformance specs
+	// getent it).
+	pod.Spec.Hostname, pod.Spec.Subdomain = "querier", "sub"
 	c := &pod.Spec.Containers[0]
 	c.Env = append(c.Env,
 		v1.EnvVar{Name: "LITERAL", Value: "x"},
@@ -160,7 +165,10 @@ func TestEnvAndVolumes(t *testing.T) {
 		v1.EnvVar{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 		v1.EnvVar{Name: "APP_LABEL", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
 	)
-	c.EnvFrom = []v1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	// Prefixes that are not shell identifiers ("1-", "$_-") are kept, as upstream's relaxed env var names.
+	c.EnvFrom = []v1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}},
+		{Prefix: "$_-", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}},
+		{Prefix: "1-", SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "sec"}}}}
 	hostPathType := v1.HostPathDirectory
 	pod.Spec.Volumes = []v1.Volume{
 		{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
@@ -168,11 +176,21 @@ func TestEnvAndVolumes(t *testing.T) {
 		{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
 			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}},
 			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+			{Path: "cpu_limit", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "demo", Resource: "limits.cpu"}},
 		}}}},
 		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir, Type: &hostPathType}}},
+		{Name: "sec-group", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec", DefaultMode: ptr.To[int32](0o400)}}},
 	}
+	// fsGroup: the volumes' files belong to group 1001 with at least 0440 (0400 becomes 0440), so a
+	// non-root container whose supplementary groups hold it reads a secret no other user may read.
+	const fsGroup = 1001
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](fsGroup)}
+	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "nonroot", Image: c.Image, ImagePullPolicy: c.ImagePullPolicy,
+		Command: []string{"sleep", "3600"}, SecurityContext: &v1.SecurityContext{RunAsUser: ptr.To[int64](1000)},
+		VolumeMounts: []v1.VolumeMount{{Name: "sec-group", MountPath: "/etc/sec"}, {Name: "scratch", MountPath: "/scratch"}}})
+	c = &pod.Spec.Containers[0]
 	c.VolumeMounts = []v1.VolumeMount{
 		{Name: "cm", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "info", MountPath: "/etc/info"},
 		{Name: "scratch", MountPath: "/scratch"}, {Name: "mem", MountPath: "/mem"}, {Name: "host", MountPath: "/host", ReadOnly: true},
@@ -184,7 +202,7 @@ func TestEnvAndVolumes(t *testing.T) {
 	env := n.exec(id, "env")
 	for _, want := range []string{
 		"LITERAL=x", "EXPANDED=x-y-$(LITERAL)", "FROM_CM=hello", "FROM_SECRET=s3cret", "NODE=" + n.name, "APP_LABEL=envvol",
-		"CM_greeting=hello", "CM_app.conf=a=1", "POD_IP=" + p.Status.PodIP,
+		"CM_greeting=hello", "CM_app.conf=a=1", "$_-greeting=hello", "1-password=s3cret", "POD_IP=" + p.Status.PodIP,
 		"WEB_SERVICE_HOST=10.96.0.50", "WEB_SERVICE_PORT=80", "WEB_SERVICE_PORT_HTTP=80", "WEB_PORT=tcp://10.96.0.50:80",
 		"WEB_PORT_80_TCP_ADDR=10.96.0.50", "KUBERNETES_SERVICE_HOST=" + master.Spec.ClusterIP, "KUBERNETES_SERVICE_PORT=" + masterPort,
 	} {
@@ -200,9 +218,14 @@ func TestEnvAndVolumes(t *testing.T) {
 			t.Errorf("cat %s = %q, want %q", path, got, want)
 		}
 	}
-	if hosts := n.exec(id, "cat", "/etc/hosts"); !strings.Contains(hosts, p.Status.PodIP+"\tenvvol") {
-		t.Errorf("/etc/hosts lacks the pod's own entry:\n%s", hosts)
+	if hosts, want := n.exec(id, "cat", "/etc/hosts"), p.Status.PodIP+"\tquerier.sub."+testNS+".svc.cluster.local\tquerier\n"; !strings.Contains(hosts, want) {
+		t.Errorf("/etc/hosts lacks the pod's own entry %q:\n%s", want, hosts)
 	}
+	nonroot := containerStatus(p, "nonroot").ContainerID
+	if got := n.exec(nonroot, "cat", "/etc/sec/password"); got != "s3cret" {
+		t.Errorf("non-root container with fsGroup reads %q from a 0400 secret, want s3cret", got)
+	}
+	n.exec(nonroot, "touch", "/scratch/by-nonroot")
 	n.exec(id, "touch", "/scratch/a")
 	n.exec(id, "touch", "/mem/b")
 	if _, _, code := n.rt.Exec(t, criID(id), "touch", "/host/denied"); code == 0 {
@@ -215,6 +238,29 @@ func TestEnvAndVolumes(t *testing.T) {
 	memDir := filepath.Join(volDir, "kubernetes.io~empty-dir", "mem")
 	if m, _ := mountinfo.Mounted(memDir); !m {
 		t.Errorf("medium Memory emptyDir %s is not a mount", memDir)
+	}
+	for _, d := range []string{memDir, filepath.Join(volDir, "kubernetes.io~empty-dir", "scratch")} {
+		if fi, err := os.Stat(d); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o777 {
+			t.Errorf("emptyDir %s: mode %v, want rwxrwxrwx as upstream's", d, fi.Mode())
+		}
+	}
+	secFile := filepath.Join(volDir, "kubernetes.io~secret", "sec-group", "password")
+	for path, want := range map[string]os.FileMode{secFile: 0o440, filepath.Join(volDir, "kubernetes.io~empty-dir", "scratch"): 0o777 | os.ModeSetgid | os.ModeDir,
+		filepath.Join(volDir, "kubernetes.io~empty-dir", "scratch", "by-nonroot"): 0} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != fsGroup || (want != 0 && fi.Mode() != want) {
+			t.Errorf("%s: group %d mode %v, want group %d (fsGroup) mode %v", path, gid, fi.Mode(), fsGroup, want)
+		}
+	}
+	// No cpu limit: the downward API reports the node's allocatable cpu (whole cores, rounded up), as upstream.
+	if got := n.exec(id, "cat", "/etc/info/cpu_limit"); got == "" || got == "0" {
+		t.Errorf("downwardAPI limits.cpu without a limit = %q, want the node's allocatable cpu", got)
 	}
 	if target, _ := os.Readlink(filepath.Join(volDir, "kubernetes.io~configmap", "cm", "greeting")); target != "..data/greeting" {
 		t.Errorf("configMap file is not the atomic-writer symlink into ..data: %q", target)
@@ -236,7 +282,8 @@ func TestEnvAndVolumes(t *testing.T) {
 	}
 }
 
-// cgroupFile reads a cgroup v1 file of a container below the pod's cgroup parent.
+// cgroupFile reads a cgroup v1 file of a container below the pod's cgroup parent (id "": of the pod
+// cgroup itself).
 func cgroupFile(t *testing.T, controller, parent, id, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, parent, criID(id), file))
@@ -264,7 +311,17 @@ func TestResourcesAndSecurityContext(t *testing.T) {
 		RunAsUser: &uid, RunAsGroup: &gid, ReadOnlyRootFilesystem: &ro,
 		Capabilities: &v1.Capabilities{Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"NET_ADMIN"}},
 	}
-	_, id, parent := n.runInQOS(pod, v1.PodQOSBurstable)
+	p, id, parent := n.runInQOS(pod, v1.PodQOSBurstable)
+	// The kubelet sized the pod cgroup itself (every container has limits: they apply to the pod).
+	for file, want := range map[string]string{"memory/memory.limit_in_bytes": "67108864", "cpu/cpu.cfs_quota_us": "50000",
+		"cpu/cpu.cfs_period_us": "100000", "cpu/cpu.shares": "256"} {
+		if got := cgroupFile(t, filepath.Dir(file), parent, "", filepath.Base(file)); got != want {
+			t.Errorf("pod cgroup %s = %s, want %s", file, got, want)
+		}
+	}
+	if s, ok := n.kl.PodCgroupStats(p.UID); !ok || s.CPUUsageNanos == 0 || s.MemoryUsage == 0 || s.MemoryWorkingSet > s.MemoryUsage {
+		t.Errorf("PodCgroupStats = %+v, %v; want CPU time and memory use of the running pod", s, ok)
+	}
 	if got := cgroupFile(t, "memory", parent, id, "memory.limit_in_bytes"); got != "67108864" {
 		t.Errorf("memory.limit_in_bytes = %s, want 67108864 (64Mi)", got)
 	}

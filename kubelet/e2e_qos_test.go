@@ -34,6 +34,9 @@ func TestBestEffortEphemeralStorageCgroup(t *testing.T) {
 	if got := cgroupFile(t, "cpu", parent, id, "cpu.shares"); got != "2" {
 		t.Errorf("cpu.shares = %s, want 2 (no cpu request)", got)
 	}
+	if got := cgroupFile(t, "cpu", filepath.Dir(parent), "", "cpu.shares"); got != "2" {
+		t.Errorf("besteffort QoS cgroup cpu.shares = %s, want 2", got)
+	}
 	burstable := filepath.Join("/sys/fs/cgroup/memory", n.cgroupRoot, "kubepods", "burstable", "pod"+string(p.UID))
 	if _, err := os.Stat(burstable); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("burstable pod cgroup %s: %v, want it absent", burstable, err)

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // terminationCases are the termination-message checks of upstream's "Container Runtime blackbox test
@@ -126,6 +127,41 @@ func sysctlCases(t *testing.T, n *node) {
 		}
 		if cs := n.podContainers(string(p.UID)); len(cs) != 0 {
 			t.Errorf("%d containers created for a rejected pod", len(cs))
+		}
+	})
+	t.Run("ActiveDeadlineExceeded", func(t *testing.T) {
+		t.Parallel()
+		pod := n.demoPod("deadline")
+		n.create(pod)
+		p := n.waitPod("deadline", 60*time.Second, "Running", running)
+		// The deadline is set on the running pod, as the conformance spec "should allow
+		// activeDeadlineSeconds to be updated" does.
+		ads := int64(2)
+		p.Spec.ActiveDeadlineSeconds = &ads
+		if _, err := n.client.CoreV1().Pods(testNS).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p = n.waitPod("deadline", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if p.Status.Reason != "DeadlineExceeded" || p.Status.Message != "Pod was active on the node longer than the specified deadline" {
+			t.Errorf("reason %q message %q, want DeadlineExceeded", p.Status.Reason, p.Status.Message)
+		}
+		if st := p.Status.StartTime; st == nil || time.Since(st.Time) < 2*time.Second {
+			t.Errorf("failed before its deadline: startTime %v", st)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		runningCount := func() (k int) {
+			for _, c := range n.podContainers(string(p.UID)) {
+				if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+					k++
+				}
+			}
+			return k
+		}
+		for runningCount() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("containers still running 30 s after the deadline")
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 }

@@ -86,7 +86,8 @@ func (k *Kubelet) serviceEnv(pod *v1.Pod) map[string]string {
 	return out
 }
 
-// makeEnv resolves the container's environment: envFrom (configMap/secret, with prefix, invalid names
+// makeEnv resolves the container's environment: envFrom (configMap/secret, with prefix, names that are not
+// relaxed env var names (printable ASCII without "=", as upstream's RelaxedEnvironmentVariableValidation)
 // skipped), then env (value with $(VAR) expansion, fieldRef, resourceFieldRef, configMapKeyRef,
 // secretKeyRef, honouring optional), then service variables not already defined. A missing
 // non-optional source is an error naming it.
@@ -98,7 +99,7 @@ func (k *Kubelet) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]
 		if cm, ok := cms[name]; ok {
 			return cm, nil
 		}
-		cm, err := k.cfg.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		cm, err := k.objects.GetConfigMap(ctx, pod.Namespace, name)
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return nil, nil
 		}
@@ -112,7 +113,7 @@ func (k *Kubelet) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]
 		if s, ok := secrets[name]; ok {
 			return s, nil
 		}
-		s, err := k.cfg.Client.CoreV1().Secrets(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		s, err := k.objects.GetSecret(ctx, pod.Namespace, name)
 		if apierrors.IsNotFound(err) && optional != nil && *optional {
 			return nil, nil
 		}
@@ -134,7 +135,7 @@ func (k *Kubelet) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]
 			}
 			keys := sortedKeys(cm.Data)
 			for _, key := range keys {
-				if n := ef.Prefix + key; len(validation.IsEnvVarName(n)) == 0 {
+				if n := ef.Prefix + key; len(validation.IsRelaxedEnvVarName(n)) == 0 {
 					env.set(n, cm.Data[key])
 				}
 			}
@@ -147,7 +148,7 @@ func (k *Kubelet) makeEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]
 				continue
 			}
 			for _, key := range sortedKeys(s.Data) {
-				if n := ef.Prefix + key; len(validation.IsEnvVarName(n)) == 0 {
+				if n := ef.Prefix + key; len(validation.IsRelaxedEnvVarName(n)) == 0 {
 					env.set(n, string(s.Data[key]))
 				}
 			}

@@ -45,8 +45,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/kubelet/cgroups"
 	"github.com/nodekit/nodekit/kubelet/eviction"
 	"github.com/nodekit/nodekit/kubelet/kuberuntime"
+	"github.com/nodekit/nodekit/kubelet/objectcache"
 	"github.com/nodekit/nodekit/kubelet/pleg"
 	"github.com/nodekit/nodekit/kubelet/podworkers"
 	"github.com/nodekit/nodekit/kubelet/prober/results"
@@ -63,6 +65,7 @@ type Kubelet struct {
 	recorder record.EventRecorder
 	prober   ProbeManager
 	volumes  *volumes.Manager
+	objects  *objectcache.Manager // the pods' ConfigMaps and Secrets, watched
 	status   *status.Manager
 
 	// Set by Run.
@@ -72,6 +75,8 @@ type Kubelet struct {
 	services corelisters.ServiceLister
 	apiPods  corelisters.PodLister // the node's pods as the API has them (mirror pods included)
 	running  chan struct{}
+	// runtimeReady is runtime once Run has set it, for readers outside the pod workers (the server).
+	runtimeReady atomic.Pointer[kuberuntime.Manager]
 
 	mu        sync.RWMutex
 	pods      map[types.UID]*v1.Pod // desired pods: API pods bound to the node and static pods
@@ -84,6 +89,7 @@ type Kubelet struct {
 	node      *v1.Node
 	nodeAt    time.Time
 	failed    map[types.UID]podFailure // pods the kubelet failed: evicted or rejected (longrun.go)
+	admitted  map[types.UID]bool       // pods whose host ports were admitted (hostports.go)
 	sysctls   *sysctl.Allowlist
 
 	eviction atomic.Pointer[eviction.Manager] // set by Run when there are eviction thresholds
@@ -107,6 +113,7 @@ func New(cfg Config) (*Kubelet, error) {
 		volPaths:  map[types.UID]map[string]string{},
 		probed:    map[types.UID]bool{},
 		failed:    map[types.UID]podFailure{},
+		admitted:  map[types.UID]bool{},
 		starts:    newPodStarts(c.Metrics),
 		running:   make(chan struct{}),
 	}
@@ -116,7 +123,9 @@ func New(cfg Config) (*Kubelet, error) {
 	if k.sysctls, err = sysctl.New(c.AllowedUnsafeSysctls); err != nil {
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
-	k.volumes = volumes.New(c.RootDir, c.NodeName, c.Client, k.log)
+	k.objects = objectcache.New(c.Client, k.log)
+	k.volumes = volumes.New(c.RootDir, c.NodeName, c.Client, k.objects, k.log)
+	k.volumes.NodeAllocatable = k.nodeAllocatable
 	k.status = status.NewManager(c.Client, k.log)
 	return k, nil
 }
@@ -155,6 +164,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet: runtime: %w", err)
 	}
 	k.runtime = rm
+	k.runtimeReady.Store(rm)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -163,6 +173,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		k.pleg.OnRelist(func(d time.Duration) { m.PLEGRelistDuration.Observe(d.Seconds()) })
 	}
 	k.workers = podworkers.New(ctx, k, k.cfg.SyncFrequency, 5*time.Second, k.log)
+	defer k.objects.Stop() // after the workers stopped (deferred calls run last first)
 	defer k.workers.Wait()
 
 	podFactory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTransform(dropManagedFields),
@@ -353,6 +364,7 @@ func (k *Kubelet) podUpdated(old, pod *v1.Pod) {
 		return
 	}
 	k.starts.updated(pod.UID)
+	k.objects.RegisterPod(pod) // before its worker reads them
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod})
 }
 
@@ -371,7 +383,9 @@ func (k *Kubelet) podRemoved(pod *v1.Pod) {
 	k.mu.Lock()
 	delete(k.pods, pod.UID)
 	delete(k.static, pod.UID)
+	delete(k.admitted, pod.UID)
 	k.mu.Unlock()
+	k.objects.UnregisterPod(pod.UID)
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, Removed: true})
 }
 
@@ -519,4 +533,15 @@ func (k *Kubelet) nodeAllocatable() v1.ResourceList {
 		return n.Status.Allocatable
 	}
 	return nil
+}
+
+// PodCgroupStats reads the CPU and memory usage of the pod's cgroup (kuberuntime.Manager.PodCgroupStats)
+// for /stats/summary; ok is false before Run has started the runtime manager or when the pod has no
+// cgroup the kubelet manages.
+func (k *Kubelet) PodCgroupStats(uid types.UID) (cgroups.Stats, bool) {
+	rm := k.runtimeReady.Load()
+	if rm == nil {
+		return cgroups.Stats{}, false
+	}
+	return rm.PodCgroupStats(uid)
 }

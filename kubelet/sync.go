@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -76,6 +75,16 @@ func (k *Kubelet) apiPod(uid types.UID) *v1.Pod {
 	return mirror
 }
 
+// failPod fails pod with reason and message (rejectPod) and writes its terminal status.
+func (k *Kubelet) failPod(ctx context.Context, pod *v1.Pod, reason, message string) (podworkers.SyncResult, error) {
+	k.rejectPod(pod, reason, message)
+	s, _, err := k.generateStatus(ctx, pod, true)
+	if err != nil {
+		return podworkers.SyncResult{}, err
+	}
+	return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
+}
+
 // SyncPod is the pod worker's sync step: set up volumes, converge containers through the runtime
 // manager, then write the status read back from the runtime. A pod whose phase is (or becomes)
 // Succeeded or Failed is reported terminal and never started again.
@@ -83,17 +92,22 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	if podspec.IsTerminal(pod.Status.Phase) {
 		return podworkers.SyncResult{Terminal: true}, nil
 	}
+	// Rejected before anything of it runs (upstream's sysctl and NodePorts admission): the status is
+	// Failed, and the worker's termination stops whatever an earlier kubelet may have started.
 	if msg := k.sysctls.Admit(pod); msg != "" {
-		// Rejected before anything of it runs (upstream's sysctl admission): the status is Failed, and
-		// the worker's termination stops whatever an earlier kubelet may have started.
-		k.rejectPod(pod, sysctl.ForbiddenReason, msg)
-		s, _, err := k.generateStatus(ctx, pod, true)
-		if err != nil {
-			return podworkers.SyncResult{}, err
-		}
-		return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
+		return k.failPod(ctx, pod, sysctl.ForbiddenReason, msg)
 	}
-	defer k.starts.observeSync(pod.UID, time.Now())
+	if !k.admitHostPorts(pod) {
+		return k.failPod(ctx, pod, NodePortsReason, nodePortsMessage)
+	}
+	deadlineLeft, exceeded := activeDeadline(pod, time.Now())
+	if exceeded {
+		// upstream's activeDeadlineHandler: the pod fails, and the worker's termination kills it.
+		return k.failPod(ctx, pod, DeadlineExceededReason, "Pod was active on the node longer than the specified deadline")
+	}
+	begin := time.Now()
+	defer k.starts.observeSync(pod.UID, begin)
+	k.log.Debug("sync pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	k.addToProber(pod)
 	s, rs, err := k.generateStatus(ctx, pod, false)
 	if err != nil {
@@ -102,7 +116,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	if podspec.IsTerminal(s.Phase) {
 		return podworkers.SyncResult{Terminal: true}, k.setStatus(ctx, pod, s)
 	}
+	volBegin := time.Now()
 	paths, err := k.volumes.SetUpPod(ctx, pod)
+	k.log.Debug("volumes set up", "pod", pod.Namespace+"/"+pod.Name, "took", time.Since(volBegin), "err", err)
 	k.mu.Lock()
 	k.volPaths[pod.UID] = paths
 	k.mu.Unlock()
@@ -119,7 +135,28 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod) (podworkers.SyncResu
 	k.forgetUnhealthy(rs)
 	k.starts.running(pod, &s, time.Now())
 	werr := k.setStatus(ctx, pod, s)
-	return podworkers.SyncResult{Terminal: podspec.IsTerminal(s.Phase), RequeueAfter: res.RequeueAfter}, errors.Join(res.Err, werr)
+	requeue := res.RequeueAfter
+	if deadlineLeft > 0 && (requeue <= 0 || deadlineLeft < requeue) {
+		requeue = deadlineLeft // the sync that fails the pod at its deadline
+	}
+	return podworkers.SyncResult{Terminal: podspec.IsTerminal(s.Phase), RequeueAfter: requeue}, errors.Join(res.Err, werr)
+}
+
+// DeadlineExceededReason is the status reason of a pod failed at spec.activeDeadlineSeconds.
+const DeadlineExceededReason = "DeadlineExceeded"
+
+// activeDeadline reports how long pod may still be active (0: it has no deadline, or no start time
+// yet) and whether it has been active on the node for longer than spec.activeDeadlineSeconds, counted
+// from status.startTime, as upstream's kubelet does.
+func activeDeadline(pod *v1.Pod, now time.Time) (time.Duration, bool) {
+	if pod.Spec.ActiveDeadlineSeconds == nil || pod.Status.StartTime == nil {
+		return 0, false
+	}
+	left := pod.Status.StartTime.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second).Sub(now)
+	if left <= 0 {
+		return 0, true
+	}
+	return left, false
 }
 
 // forgetUnhealthy drops probe failures of container instances that no longer run.
@@ -188,7 +225,7 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
 	if err := k.volumes.TearDownPod(pod.UID); err != nil {
 		return fmt.Errorf("tear down volumes: %w", err)
 	}
-	if err := k.runtime.CleanupPod(pod.UID); err != nil {
+	if err := k.runtime.CleanupPod(ctx, pod.UID); err != nil {
 		k.log.Debug("pod cgroups not removed yet", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 	s, _, err := k.generateStatus(ctx, pod, true)
@@ -267,7 +304,7 @@ func (k *Kubelet) podContainerDir(uid types.UID, container string) string {
 func (k *Kubelet) GetPullSecrets(ctx context.Context, pod *v1.Pod) []v1.Secret {
 	var out []v1.Secret
 	for _, ref := range pod.Spec.ImagePullSecrets {
-		s, err := k.cfg.Client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := k.objects.GetSecret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			k.log.Warn("image pull secret unavailable", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
 			continue

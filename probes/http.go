@@ -64,20 +64,13 @@ func probeURL(scheme v1.URIScheme, host string, port int, path string) *url.URL 
 	return u
 }
 
-// runHTTP is the httpGet handler: GET the URL with the probe's headers (a "Host" header sets the
-// request's host; User-Agent defaults to kube-probe/<major>.<minor>, Accept to */*); 2xx is Success,
-// a 3xx left after redirects is Success with a warning, anything else or a transport error (refused,
-// timeout, TLS) is Failure.
-func (pr *Prober) runHTTP(ctx context.Context, h *v1.HTTPGetAction, host string, port int, timeout time.Duration) Result {
-	if host == "" {
-		return unknown("no host to probe: the pod has no IP yet")
-	}
+// newRequest is the GET of an httpGet action against host:port (probeURL) with the action's headers: a
+// "Host" header sets the request's host; User-Agent defaults to agent, Accept to */*.
+func newRequest(ctx context.Context, h *v1.HTTPGetAction, host string, port int, agent string) (*http.Request, error) {
 	u := probeURL(h.Scheme, host, port, h.Path)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return unknown("build request for %s: %v", u, err)
+		return nil, fmt.Errorf("build request for %s: %w", u, err)
 	}
 	for _, hd := range h.HTTPHeaders {
 		if strings.EqualFold(hd.Name, "Host") {
@@ -87,10 +80,27 @@ func (pr *Prober) runHTTP(ctx context.Context, h *v1.HTTPGetAction, host string,
 		req.Header.Add(hd.Name, hd.Value)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", pr.userAgent)
+		req.Header.Set("User-Agent", agent)
 	}
 	if _, ok := req.Header["Accept"]; !ok {
 		req.Header.Set("Accept", "*/*")
+	}
+	return req, nil
+}
+
+// runHTTP is the httpGet handler: GET the URL with the probe's headers (a "Host" header sets the
+// request's host; User-Agent defaults to kube-probe/<major>.<minor>, Accept to */*); 2xx is Success,
+// a 3xx left after redirects is Success with a warning, anything else or a transport error (refused,
+// timeout, TLS) is Failure.
+func (pr *Prober) runHTTP(ctx context.Context, h *v1.HTTPGetAction, host string, port int, timeout time.Duration) Result {
+	if host == "" {
+		return unknown("no host to probe: the pod has no IP yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := newRequest(ctx, h, host, port, pr.userAgent)
+	if err != nil {
+		return unknown("%v", err)
 	}
 	resp, err := pr.http.Do(req)
 	if err != nil {

@@ -3,7 +3,8 @@
 // (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-probes). It schedules
 // nothing and keeps no state across calls: thresholds, periods and delays belong to the caller (the
 // kubelet's probe manager). Exec probes reach the container runtime through the small Execer interface
-// defined here, so the package never imports the kubelet or a runtime client.
+// defined here, so the package never imports the kubelet or a runtime client. HTTPHook sends the httpGet
+// action of a lifecycle hook with the same request and client.
 package probes
 
 import (
@@ -105,14 +106,17 @@ func New(exec Execer) *Prober {
 
 // UserAgent is the User-Agent of HTTP and gRPC probes, "kube-probe/<major>.<minor>" of the Kubernetes
 // version nodekit follows (e.g. kube-probe/1.37), as upstream sends.
-func UserAgent() string {
+func UserAgent() string { return userAgent("probe") }
+
+// userAgent is "kube-<fragment>/<major>.<minor>" (upstream's probe and lifecycle agents).
+func userAgent(fragment string) string {
 	v := strings.TrimPrefix(version.KubernetesVersion, "v")
 	if i := strings.IndexByte(v, '.'); i >= 0 {
 		if j := strings.IndexByte(v[i+1:], '.'); j >= 0 {
 			v = v[:i+1+j]
 		}
 	}
-	return "kube-probe/" + v
+	return "kube-" + fragment + "/" + v
 }
 
 // Run runs probe p once against t, bounded by p.TimeoutSeconds (default 1 s) and ctx. A probe with no

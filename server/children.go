@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 
 	"github.com/nodekit/nodekit/internal/components"
+	"github.com/nodekit/nodekit/internal/logging"
 )
 
 // FlagRunComponent is the hidden flag of `nodekit server` that makes the process one component of a
@@ -31,7 +32,7 @@ const (
 )
 
 // child is one component the server runs as a child process of Executable: kube-scheduler or
-// kube-controller-manager. Its output goes to its own log file; each start is recorded in the
+// kube-controller-manager. Its output goes to its own log file, rotated by size; each start is recorded in the
 // components directory (its mirror pod's PID, start time and restart count).
 type child struct {
 	name, loop       string // component name (kube-scheduler) and readyz/loop name (scheduler)
@@ -41,6 +42,9 @@ type child struct {
 
 	mu      sync.Mutex
 	running bool
+	// out is the rotating log file (internal/logging.RotatingFile) every process of the child writes
+	// through, across restarts; opened by the first start, closed when run returns.
+	out io.WriteCloser
 }
 
 // check is the child's /readyz check (/readyz/<loop>): failing while no process of it runs.
@@ -60,6 +64,11 @@ func (ch *child) check() healthz.HealthChecker {
 // SIGTERM, and SIGKILL after childStopGrace; run returns once it has exited.
 func (ch *child) run(ctx context.Context) {
 	log := slog.Default().With("component", ch.name)
+	defer func() {
+		if ch.out != nil {
+			ch.out.Close()
+		}
+	}()
 	backoff := childBackoffMin
 	for ctx.Err() == nil {
 		started := time.Now()
@@ -80,15 +89,19 @@ func (ch *child) run(ctx context.Context) {
 	}
 }
 
-// once runs one process of the child until it exits, and returns why.
+// once runs one process of the child until it exits, and returns why. The process's stdout and
+// stderr are one pipe the server copies into the child's rotating log file (Wait returns once the copy
+// has drained it).
 func (ch *child) once(ctx context.Context, log *slog.Logger) error {
-	out, err := os.OpenFile(ch.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return fmt.Errorf("open log file: %w", err)
+	if ch.out == nil {
+		out, err := logging.RotatingFile(ch.logFile)
+		if err != nil {
+			return fmt.Errorf("open log file: %w", err)
+		}
+		ch.out = out
 	}
-	defer out.Close()
 	cmd := exec.CommandContext(ctx, ch.exe, ch.args...)
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = ch.out, ch.out
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = childStopGrace
 	// If the server dies without stopping it, the child is told to stop too.

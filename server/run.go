@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	apiserver "github.com/nodekit/nodekit/controlplane/apiserver/server"
 	"github.com/nodekit/nodekit/controlplane/controllers"
+	"github.com/nodekit/nodekit/controlplane/controllers/podautoscaler"
 	"github.com/nodekit/nodekit/controlplane/etcd"
 	"github.com/nodekit/nodekit/controlplane/scheduler"
 	"github.com/nodekit/nodekit/internal/components"
@@ -188,6 +189,9 @@ func controllerManagerLoop(kubeconfig string, co controllers.Options) (*loop, er
 		return nil, fmt.Errorf("control loops: CRD client for %s: %w", kubeconfig, err)
 	}
 	co.CRDs = crds.CustomResourceDefinitions()
+	if co.PodAutoscalerClients, err = podautoscaler.NewClients(cfg); err != nil {
+		return nil, fmt.Errorf("control loops: %w", err)
+	}
 	return &loop{name: ControllerManagerLoop, run: func(ctx context.Context) error { return controllers.Run(ctx, client, co) }}, nil
 }
 
@@ -227,7 +231,8 @@ func recordSelf(c Config, embeddedEtcd bool) {
 // (components.Scheduler) or the controller manager (components.ControllerManager), on their
 // kubeconfigs in c's data dir, the controller manager signing with the cluster CA of its PKI dir — as
 // the child process `nodekit server ... --run-component=<name>` that Run starts when Executable is set.
-// It returns ctx's error when ctx ends, and an error naming the component when it stops on its own
+// Before it starts the component's informers and leader election it waits for the API server's
+// readiness (waitAPIReady, at most componentReadyTimeout, then it starts anyway). It returns ctx's error when ctx ends, and an error naming the component when it stops on its own
 // (the process then exits non-zero and the server restarts it).
 func RunComponent(ctx context.Context, c Config, name string) error {
 	if c.DataDir == "" {
@@ -237,9 +242,10 @@ func RunComponent(ctx context.Context, c Config, name string) error {
 	p := c.Paths()
 	var l *loop
 	var err error
+	kubeconfig := p.SchedulerKubeconfig
 	switch name {
 	case components.Scheduler:
-		l, err = schedulerLoop(p.SchedulerKubeconfig, c.Scheduler)
+		l, err = schedulerLoop(kubeconfig, c.Scheduler)
 	case components.ControllerManager:
 		co := c.Controllers
 		ca, caErr := pki.LoadOrCreateCA(p.PKIDir)
@@ -247,12 +253,16 @@ func RunComponent(ctx context.Context, c Config, name string) error {
 			return fmt.Errorf("--%s=%s: %w", FlagRunComponent, name, caErr)
 		}
 		co.ClusterSigner = ca
-		l, err = controllerManagerLoop(p.ControllerManagerKubeconfig, co)
+		kubeconfig = p.ControllerManagerKubeconfig
+		l, err = controllerManagerLoop(kubeconfig, co)
 	default:
 		return fmt.Errorf("--%s: %q is not one of %s, %s", FlagRunComponent, name, components.Scheduler, components.ControllerManager)
 	}
 	if err != nil {
 		return err
+	}
+	if !waitAPIReady(ctx, kubeconfig, slog.Default().With("component", name), componentReadyTimeout) && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	stopped := make(chan error, 1)
 	l.start(ctx, stopped)
@@ -279,13 +289,40 @@ func clientFor(kubeconfig string) (kubernetes.Interface, *rest.Config, error) {
 	return client, cfg, nil
 }
 
-// waitReadyz polls GET /readyz on the admin kubeconfig's API server every 250 ms until it answers
-// "ok" (true) or ctx ends (false). The kubeconfig is written before the server serves.
-func waitReadyz(ctx context.Context, kubeconfig string) bool {
+// componentReadyTimeout bounds how long a component child waits for the API server's readiness before
+// it starts anyway (its informers and leader election retry on their own).
+const componentReadyTimeout = 2 * time.Minute
+
+// waitAPIReady waits, up to timeout, until the API server of kubeconfig (on the component's own
+// identity) answers /readyz without the components' own checks (/readyz/scheduler and
+// /readyz/controller-manager, which wait for these very processes): etcd, the informers and every
+// post-start hook, poststarthook/rbac/bootstrap-roles among them. A component that starts its informers
+// and leader election before the bootstrap roles are reconciled gets "forbidden" answers until they are
+// (upstream's kube-controller-manager waits for /healthz the same way). It logs one line when it starts
+// waiting and one when it stops, and reports whether the API server became ready.
+func waitAPIReady(ctx context.Context, kubeconfig string, log *slog.Logger, timeout time.Duration) bool {
+	start := time.Now()
+	log.Info("waiting for the API server to be ready before starting", "readyz", "/readyz?exclude="+SchedulerLoop+"&exclude="+ControllerManagerLoop, "timeout", timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if waitReadyz(wctx, kubeconfig, SchedulerLoop, ControllerManagerLoop) {
+		log.Info("API server ready; starting", "waited", time.Since(start).Round(time.Millisecond))
+		return true
+	}
+	if ctx.Err() == nil {
+		log.Warn("API server not ready; starting anyway (requests are retried)", "waited", time.Since(start).Round(time.Millisecond))
+	}
+	return false
+}
+
+// waitReadyz polls GET /readyz (without the checks named in exclude) on the kubeconfig's API server
+// every 250 ms until it answers "ok" (true) or ctx ends (false). The kubeconfig is written before the
+// server serves.
+func waitReadyz(ctx context.Context, kubeconfig string, exclude ...string) bool {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if readyz(ctx, kubeconfig) {
+		if readyz(ctx, kubeconfig, exclude) {
 			return true
 		}
 		select {
@@ -296,7 +333,7 @@ func waitReadyz(ctx context.Context, kubeconfig string) bool {
 	}
 }
 
-func readyz(ctx context.Context, kubeconfig string) bool {
+func readyz(ctx context.Context, kubeconfig string, exclude []string) bool {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return false
@@ -306,6 +343,10 @@ func readyz(ctx context.Context, kubeconfig string) bool {
 	if err != nil {
 		return false
 	}
-	body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	req := client.Discovery().RESTClient().Get().AbsPath("/readyz")
+	for _, e := range exclude {
+		req = req.Param("exclude", e)
+	}
+	body, err := req.DoRaw(ctx)
 	return err == nil && string(body) == "ok"
 }

@@ -17,6 +17,8 @@
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/kubelet/
 //
+// NODEKIT_BENCH_TRACE=<file> also prints when each step of a pod's start happened (see printSteps).
+//
 // bench/kubelet/cycles.sh runs the 200 create/delete cycle leak check.
 package kubelet_bench
 
@@ -26,6 +28,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -147,6 +150,10 @@ const childEnv = "NODEKIT_BENCH_KUBELET_CHILD"
 // proxyNetNSEnv, when set in the child, is the path of the network namespace its service proxy writes in.
 const proxyNetNSEnv = "NODEKIT_BENCH_PROXY_NETNS"
 
+// traceEnv, when set (a file path), makes the child log at debug level to that file: its timestamped
+// lines are the steps of each pod's start, which the benchmark prints (see printSteps).
+const traceEnv = "NODEKIT_BENCH_TRACE"
+
 // TestMain runs the agent instead of the benchmarks when started as the benchmark's child.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
@@ -172,7 +179,18 @@ func agentChild(spec string) int {
 		defer netns.Close()
 		cfg.ProxyNetNS = netns
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	var logOut io.Writer = os.Stderr
+	level := slog.LevelWarn
+	if path := os.Getenv(traceEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent child:", err)
+			return 2
+		}
+		defer f.Close()
+		logOut, level = f, slog.LevelDebug
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if err := agent.Run(ctx, cfg); err != nil {
@@ -454,6 +472,13 @@ func BenchmarkPodStartLatency(b *testing.B) {
 			ratio(single, rawSingle), ratio(single, rawSingleReady), ratio(batchLat, rawBatch), ratio(batchLat, rawBatchReady))
 		fmt.Printf("node fill: %d pods created together all Ready after %v (per pod p50 %v, p99 %v)\n",
 			maxPods, r(fillTook), r(pct(fillLat, .5)), r(pct(fillLat, .99)))
+		if path := os.Getenv(traceEnv); path != "" {
+			for _, prefix := range []string{"single-", "batch-"} {
+				if err := printSteps(path, prefix); err != nil {
+					b.Error(err)
+				}
+			}
+		}
 		b.ReportMetric(float64(pct(single, .5).Milliseconds()), "ms-p50-1pod")
 		b.ReportMetric(float64(pct(batchLat, .99).Milliseconds()), "ms-p99-30pods")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodekit/nodekit/cluster"
 	"github.com/nodekit/nodekit/controlplane/addons"
 	"github.com/nodekit/nodekit/internal/cli"
+	"github.com/nodekit/nodekit/podroutes"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -80,6 +81,8 @@ func labUpCmd() *cobra.Command {
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", server.DefaultClusterCIDR, "pod network; each node's podCIDR is cut from it")
 	f.StringVar(&cfg.ImagesDir, "images-dir", "", "bundled image archives each node imports (default <data-dir>/images, built there first when empty and run from a nodekit source tree)")
 	f.StringVar(&cfg.Containerd, "containerd", "", "containerd binary the agents manage (default: containerd from PATH)")
+	f.StringVar(&cfg.NetworkBackend, "network-backend", podroutes.BackendHostGW, "every node's agent --network-backend: "+strings.Join(podroutes.Backends, ", ")+
+		" (vxlan: the nodes tunnel to each other over the lab bridge; the host routes to the nodes' pods via their lab addresses with either)")
 	f.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) every node's kubelet reads, for the fields no flag sets, e.g. evictionHard")
 	f.StringSliceVar(&cfg.Disable, "disable", nil, "add-ons the server does not install: "+strings.Join(addons.Names, ","))
 	f.StringVar(&componentLevel, "component-log-level", "warn", "least level of component log lines echoed to stderr")

@@ -1,6 +1,7 @@
 // Package teardown removes what a node's pod network left on the host, next to the packages that set
 // it up: the CNI plugin's masquerade and portmap chains (cni/masq, cni/portmap), the node bridge
-// (cni/bridge's), and with Purge the conflist (cni/config's) and the IPAM store (cni/ipam's). It reads
+// (cni/bridge's), the routes to other nodes inside the cluster CIDR (cni/routes', kept by the agent's
+// route controller), the vxlan backend's device with its entries (cni/vxlan's), and with Purge the conflist (cni/config's) and the IPAM store (cni/ipam's). It reads
 // the layout back from the conflist (config.Read), so a network written with other names or
 // directories is torn down as written. The pods must be gone already (their veths and per-pod chains
 // go with their sandboxes).
@@ -22,6 +23,8 @@ import (
 	"github.com/nodekit/nodekit/cni/ipam"
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/cni/routes"
+	"github.com/nodekit/nodekit/cni/vxlan"
 )
 
 // Options say which network to tear down and how far.
@@ -39,7 +42,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Network removes the network's iptables chains and its bridge (when that link is a bridge), and
+// Network removes the network's iptables chains, its bridge (when that link is a bridge), the nodekit
+// routes inside its cluster CIDR (none when no conflist names it), the nodekit.<VNI> VXLAN devices, and
 // with Purge its conflist and IPAM store. Missing pieces are not errors; every step runs, and the
 // errors are joined.
 func Network(o Options) error {
@@ -58,7 +62,7 @@ func Network(o Options) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{removeChains(nw, log), removeBridge(nw.Bridge, log)}
+	errs := []error{removeChains(nw, log), removeBridge(nw.Bridge, log), removeRoutes(nw.ClusterCIDR, log), removeVXLAN(log)}
 	if o.Purge {
 		errs = append(errs, removeConfList(o.ConfList, log), removeIPAMStore(nw, o.OwnedDir, log))
 	}
@@ -77,6 +81,37 @@ func removeChains(o config.Options, log *slog.Logger) error {
 	}
 	log.Info("removing the pod network's rules", "network", o.NetworkName, "podCIDRs", podCIDRs)
 	return errors.Join(masq.Teardown(ipt, o.NetworkName, podCIDRs), portmap.Teardown(ipt, o.NetworkName))
+}
+
+// removeRoutes deletes the host-gw routes (cni/routes' protocol) inside clusterCIDR; none without one.
+func removeRoutes(clusterCIDR string, log *slog.Logger) error {
+	if clusterCIDR == "" {
+		return nil
+	}
+	_, scope, err := net.ParseCIDR(clusterCIDR)
+	if err != nil {
+		return fmt.Errorf("cni teardown: cluster CIDR %q: %w", clusterCIDR, err)
+	}
+	_, removed, err := routes.Sync(nil, scope)
+	if removed > 0 {
+		log.Info("removed the host-gw routes", "clusterCIDR", scope, "routes", removed)
+	}
+	if err != nil {
+		return fmt.Errorf("cni teardown: %w", err)
+	}
+	return nil
+}
+
+// removeVXLAN deletes the vxlan backend's device (cni/vxlan), and with it its routes and entries.
+func removeVXLAN(log *slog.Logger) error {
+	gone, err := vxlan.Teardown()
+	if len(gone) > 0 {
+		log.Info("removed the vxlan device", "devices", gone)
+	}
+	if err != nil {
+		return fmt.Errorf("cni teardown: %w", err)
+	}
+	return nil
 }
 
 // removeBridge deletes the link named bridge when it is a bridge (a link of another kind with that

@@ -1,6 +1,7 @@
 package teardown
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/nodekit/nodekit/cni/masq"
 	"github.com/nodekit/nodekit/cni/netconf"
 	"github.com/nodekit/nodekit/cni/portmap"
+	"github.com/nodekit/nodekit/cni/routes"
+	"github.com/nodekit/nodekit/cni/vxlan"
 )
 
 // node is a pod network set up as the agent and the plugin set it up, in a fresh network namespace:
@@ -56,6 +59,33 @@ func setUp(t *testing.T, ipamDir string) *node {
 			return err
 		}
 		if err := masq.Ensure(ipt, n.conf.NetworkName, []*net.IPNet{pod}, cluster); err != nil {
+			return err
+		}
+		// A host-gw route to another node's pods, and one of another cluster (outside the cluster CIDR),
+		// through the node's link to the other nodes (a bridge of another name here, which teardown leaves alone).
+		la := netlink.NewLinkAttrs()
+		la.Name = "nktdeth0"
+		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+			return err
+		}
+		eth, err := netlink.LinkByName(la.Name)
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(192, 168, 77, 1), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(eth); err != nil {
+			return err
+		}
+		for _, dst := range []string{"10.231.9.0/24", "10.232.9.0/24"} {
+			_, d, _ := net.ParseCIDR(dst)
+			if err := netlink.RouteAdd(&netlink.Route{Dst: d, Gw: net.IPv4(192, 168, 77, 9), Protocol: routes.Protocol}); err != nil {
+				return fmt.Errorf("route %s: %w", dst, err)
+			}
+		}
+		// The vxlan backend's device on that link.
+		if _, err := vxlan.Ensure(vxlan.Device{VNI: vxlan.DefaultVNI, Port: vxlan.DefaultPort, LocalIP: net.IPv4(192, 168, 77, 1)}); err != nil {
 			return err
 		}
 		// A pod mapped a host port and went away: its own chain is gone, the network's stay.
@@ -105,6 +135,39 @@ func (n *node) state(t *testing.T) (bridge, masqChain, hostportChain, conflist, 
 	return
 }
 
+// routes reports whether the node's host-gw route (inside the cluster CIDR) and the other cluster's
+// nodekit route are in its namespace.
+func (n *node) routes(t *testing.T) (ours, foreign bool) {
+	t.Helper()
+	err := n.ns.Do(func(ns.NetNS) error {
+		rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.Protocol}, netlink.RT_FILTER_PROTOCOL)
+		for _, r := range rs {
+			ours = ours || r.Dst.String() == "10.231.9.0/24"
+			foreign = foreign || r.Dst.String() == "10.232.9.0/24"
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ours, foreign
+}
+
+// vxlanDevice reports whether the vxlan backend's device is in the node's namespace.
+func (n *node) vxlanDevice(t *testing.T) bool {
+	t.Helper()
+	found := false
+	err := n.ns.Do(func(ns.NetNS) error {
+		_, err := netlink.LinkByName(vxlan.DeviceName(vxlan.DefaultVNI))
+		found = err == nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
 func (n *node) teardown(t *testing.T, o Options) {
 	t.Helper()
 	o.ConfList = n.conf.Path
@@ -135,7 +198,19 @@ func TestNetwork(t *testing.T) {
 			if br, mc, hc, cl, st := n.state(t); !br || !mc || !hc || !cl || !st {
 				t.Fatalf("set-up incomplete: bridge %v masq %v hostports %v conflist %v store %v", br, mc, hc, cl, st)
 			}
+			if ours, foreign := n.routes(t); !ours || !foreign {
+				t.Fatalf("set-up incomplete: host-gw route %v, other cluster's route %v", ours, foreign)
+			}
+			if !n.vxlanDevice(t) {
+				t.Fatal("set-up incomplete: no vxlan device")
+			}
 			n.teardown(t, Options{Purge: tc.purge, OwnedDir: dataDir})
+			if n.vxlanDevice(t) {
+				t.Error("vxlan device left")
+			}
+			if ours, foreign := n.routes(t); ours || !foreign {
+				t.Errorf("host-gw route left %v (want false), other cluster's route left %v (want true)", ours, foreign)
+			}
 			br, mc, hc, cl, st := n.state(t)
 			if br || mc || hc {
 				t.Errorf("left behind: bridge %v, masquerade chain %v, hostport chain %v", br, mc, hc)

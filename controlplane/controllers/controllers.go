@@ -1,6 +1,6 @@
 // Package controllers runs nodekit's bundled controller manager: the node IPAM, node lifecycle,
-// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), namespace, garbage collector, ServiceAccount,
-// CSR approving and signing, PersistentVolume binder (with the local-path provisioner), bootstrap token cleaner, bootstrap signer, root CA publisher, ClusterRole aggregation and resource quota controllers, each a small
+// ReplicaSet, ReplicationController, Deployment, DaemonSet, StatefulSet, Job, CronJob, disruption (PodDisruptionBudget), EndpointSlice (+ Endpoints), EndpointSlice mirroring, namespace, garbage collector, ServiceAccount,
+// CSR approving and signing, PersistentVolume binder (with the local-path provisioner), bootstrap token cleaner, bootstrap signer, root CA publisher, ClusterRole aggregation, resource quota and horizontal pod autoscaler controllers, each a small
 // package of its own on one shared client-go informer factory (or its own narrow informers), talking
 // to the API server only (kube-controller-manager's shape, much smaller).
 package controllers
@@ -27,11 +27,13 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers/deployment"
 	"github.com/nodekit/nodekit/controlplane/controllers/disruption"
 	"github.com/nodekit/nodekit/controlplane/controllers/endpointslice"
+	"github.com/nodekit/nodekit/controlplane/controllers/endpointslicemirroring"
 	"github.com/nodekit/nodekit/controlplane/controllers/garbagecollector"
 	"github.com/nodekit/nodekit/controlplane/controllers/job"
 	"github.com/nodekit/nodekit/controlplane/controllers/namespace"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodeipam"
 	"github.com/nodekit/nodekit/controlplane/controllers/nodelifecycle"
+	"github.com/nodekit/nodekit/controlplane/controllers/podautoscaler"
 	"github.com/nodekit/nodekit/controlplane/controllers/replicaset"
 	"github.com/nodekit/nodekit/controlplane/controllers/resourcequota"
 	"github.com/nodekit/nodekit/controlplane/controllers/rootcacertpublisher"
@@ -52,19 +54,21 @@ const (
 	ReplicationController = "replicationcontroller"
 	Deployment            = "deployment"
 	EndpointSlice         = "endpointslice"
-	Namespace             = "namespace"
-	GarbageCollector      = "garbagecollector"
-	ServiceAccount        = "serviceaccount"
-	CSRApproving          = "csrapproving"
-	CSRSigning            = "csrsigning"
-	TokenCleaner          = "tokencleaner"
-	BootstrapSigner       = "bootstrapsigner"
-	RootCAPublisher       = "root-ca-cert-publisher"
-	DaemonSet             = "daemonset"
-	StatefulSet           = "statefulset"
-	Job                   = "job"
-	CronJob               = "cronjob"
-	Disruption            = "disruption"
+	// EndpointSliceMirroring mirrors the Endpoints of Services without a selector into EndpointSlices.
+	EndpointSliceMirroring = "endpointslicemirroring"
+	Namespace              = "namespace"
+	GarbageCollector       = "garbagecollector"
+	ServiceAccount         = "serviceaccount"
+	CSRApproving           = "csrapproving"
+	CSRSigning             = "csrsigning"
+	TokenCleaner           = "tokencleaner"
+	BootstrapSigner        = "bootstrapsigner"
+	RootCAPublisher        = "root-ca-cert-publisher"
+	DaemonSet              = "daemonset"
+	StatefulSet            = "statefulset"
+	Job                    = "job"
+	CronJob                = "cronjob"
+	Disruption             = "disruption"
 	// ClusterRoleAggregation fills aggregated ClusterRoles' rules.
 	ClusterRoleAggregation = "clusterrole-aggregation"
 	// ResourceQuota computes ResourceQuotas' status.hard and status.used.
@@ -73,11 +77,13 @@ const (
 	PersistentVolumeBinder = "persistentvolume-binder"
 	// StorageVersionMigrator rewrites the objects StorageVersionMigrations name (needs Options.Dynamic).
 	StorageVersionMigrator = "storage-version-migrator"
+	// HorizontalPodAutoscaler scales HorizontalPodAutoscalers' targets (needs Options.PodAutoscalerClients).
+	HorizontalPodAutoscaler = "horizontal-pod-autoscaler"
 )
 
 // All lists every controller name.
-var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, Namespace, GarbageCollector, ServiceAccount,
-	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota, PersistentVolumeBinder, StorageVersionMigrator}
+var All = []string{NodeIPAM, NodeLifecycle, ReplicaSet, ReplicationController, Deployment, EndpointSlice, EndpointSliceMirroring, Namespace, GarbageCollector, ServiceAccount,
+	CSRApproving, CSRSigning, TokenCleaner, BootstrapSigner, RootCAPublisher, DaemonSet, StatefulSet, Job, CronJob, Disruption, ClusterRoleAggregation, ResourceQuota, PersistentVolumeBinder, StorageVersionMigrator, HorizontalPodAutoscaler}
 
 // DefaultNodeCIDRMaskSize is the prefix length of each Node's podCIDR when Options.NodeCIDRMaskSize is 0.
 const DefaultNodeCIDRMaskSize = 24
@@ -120,6 +126,12 @@ type Options struct {
 	// CRDs is a CustomResourceDefinition client on the same identity: the storage version migrator marks
 	// a custom resource's definition while its objects migrate, and trims its storedVersions after.
 	CRDs apiextensionsclient.CustomResourceDefinitionInterface
+	// PodAutoscalerClients are the horizontal-pod-autoscaler's scale, RESTMapper and metrics clients
+	// on the same identity (podautoscaler.NewClients); when unset the controller is not started and
+	// says so in the log.
+	PodAutoscalerClients podautoscaler.Clients
+	// PodAutoscaler tunes the horizontal-pod-autoscaler (sync period, tolerance, windows).
+	PodAutoscaler podautoscaler.Options
 	// ResourceQuotaSyncPeriod is how often the resource quota controller recalculates every quota in
 	// full (kube-controller-manager's --resource-quota-sync-period; default 5 min).
 	ResourceQuotaSyncPeriod time.Duration
@@ -196,6 +208,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 			r, err = deployment.New(client, factory, log)
 		case EndpointSlice:
 			r, err = endpointslice.New(client, factory, log)
+		case EndpointSliceMirroring:
+			r, err = endpointslicemirroring.New(client, factory, log)
 		case Namespace:
 			r, err = namespace.New(client, opts.Metadata, factory, log)
 		case GarbageCollector:
@@ -242,6 +256,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 				continue
 			}
 			r, err = storagemigration.New(client, opts.CRDs, opts.Dynamic, opts.Metadata, factory, log)
+		case HorizontalPodAutoscaler:
+			pc := opts.PodAutoscalerClients
+			if pc.Scales == nil || pc.Mapper == nil || pc.Metrics == nil {
+				log.Warn("controller not started: no scale, RESTMapper or metrics client configured", "controller", HorizontalPodAutoscaler)
+				continue
+			}
+			r, err = podautoscaler.New(client, factory, pc.Scales, pc.Mapper, pc.Metrics, opts.PodAutoscaler, log)
 		}
 		if err != nil {
 			return fmt.Errorf("controllers: %s: %w", name, err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/admission"
 	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
@@ -211,30 +210,17 @@ func computeUsage(requests, limits corev1.ResourceList) corev1.ResourceList {
 		case strings.HasPrefix(string(r), corev1.ResourceHugePagesPrefix):
 			out[r] = q
 			out[corev1.DefaultResourceRequestsPrefix+r] = q
-		case extendedResource(r):
+		case podspec.IsExtendedResourceName(r):
 			out[corev1.DefaultResourceRequestsPrefix+r] = q
 		}
 	}
 	return out
 }
 
-// native reports whether r is in the kubernetes.io namespace (unprefixed names are).
-func native(r corev1.ResourceName) bool {
-	return !strings.Contains(string(r), "/") || strings.Contains(string(r), corev1.ResourceDefaultNamespacePrefix)
-}
-
-// extendedResource reports whether r is an extended resource a container may request (example.com/gpu).
-func extendedResource(r corev1.ResourceName) bool {
-	if native(r) || strings.HasPrefix(string(r), corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+string(r))) == 0
-}
-
 // extendedQuotaName reports whether r is the quota name of an extended resource request
 // (requests.example.com/gpu).
 func extendedQuotaName(r corev1.ResourceName) bool {
-	return strings.HasPrefix(string(r), corev1.DefaultResourceRequestsPrefix) && !native(r)
+	return strings.HasPrefix(string(r), corev1.DefaultResourceRequestsPrefix) && !podspec.IsNativeResource(r)
 }
 
 // terminating reports whether pod is in the Terminating scope: it has activeDeadlineSeconds >= 0.

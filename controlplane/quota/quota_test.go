@@ -46,10 +46,16 @@ func TestPodUsage(t *testing.T) {
 	deleting := podWith("going", rl("cpu", "1"), nil)
 	deleting.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Second)}
 	deleting.DeletionGracePeriodSeconds = &grace
+	// spec.overhead (set by the RuntimeClass admission from overhead.podFixed) adds to the requests, and
+	// to each limit the pod has (not to memory here: no memory limit), as upstream's PodOverhead.
+	overhead := podWith("overhead", rl("cpu", "250m"), rl("cpu", "500m"))
+	overhead.Spec.Overhead = rl("cpu", "100m", "memory", "32Mi")
 	for _, tc := range []struct {
 		pod  *corev1.Pod
 		want corev1.ResourceList
 	}{
+		{overhead, rl("count/pods", "1", "pods", "1", "cpu", "350m", "requests.cpu", "350m", "limits.cpu", "600m",
+			"memory", "32Mi", "requests.memory", "32Mi")},
 		{podWith("full", rl("cpu", "250m", "memory", "64Mi", "ephemeral-storage", "1Gi", "example.com/gpu", "2", "hugepages-2Mi", "4Mi"),
 			rl("cpu", "500m", "memory", "128Mi")),
 			rl("count/pods", "1", "pods", "1", "cpu", "250m", "requests.cpu", "250m", "limits.cpu", "500m",

@@ -64,13 +64,6 @@ func (r *resources) add(o resources, sign int64) {
 	}
 }
 
-// hostPort is one host port a pod claims: protocol, host IP ("" means every address) and port.
-type hostPort struct {
-	Protocol v1.Protocol
-	IP       string
-	Port     int32
-}
-
 // podInfo is what the scheduler derives once from a pod: its requests, its scoring requests (with
 // defaults for containers that request nothing), its host ports and its parsed inter-pod affinity
 // terms (AffinityErr says why they did not parse; a pod whose terms do not parse is counted with none).
@@ -78,7 +71,7 @@ type podInfo struct {
 	Pod         *v1.Pod
 	Requests    resources
 	NonZero     resources
-	HostPorts   []hostPort
+	HostPorts   []podspec.HostPort
 	Affinity    podAffinityTerms
 	AffinityErr error
 }
@@ -93,30 +86,9 @@ func newPodInfo(pod *v1.Pod) *podInfo {
 		},
 	})
 	pi.NonZero = resourcesFromList(nonZero)
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.HostPort <= 0 {
-				continue
-			}
-			proto := p.Protocol
-			if proto == "" {
-				proto = v1.ProtocolTCP
-			}
-			ip := p.HostIP
-			if ip == "0.0.0.0" || ip == "::" {
-				ip = ""
-			}
-			pi.HostPorts = append(pi.HostPorts, hostPort{Protocol: proto, IP: ip, Port: p.HostPort})
-		}
-	}
+	pi.HostPorts = podspec.HostPorts(pod)
 	pi.Affinity, pi.AffinityErr = parsePodAffinityTerms(pod)
 	return pi
-}
-
-// conflicts reports whether two host ports cannot both be bound on one node: same protocol and port,
-// and the same host IP or either of them on every address.
-func (a hostPort) conflicts(b hostPort) bool {
-	return a.Port == b.Port && a.Protocol == b.Protocol && (a.IP == b.IP || a.IP == "" || b.IP == "")
 }
 
 // nodeInfo is a node with the pods bound (or assumed bound) to it, their summed requests, and the

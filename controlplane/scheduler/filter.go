@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Filter failure reasons, worded as the upstream scheduler plugins word them so that operators and
@@ -151,12 +153,8 @@ func filterNodePorts(pi *podInfo, ni *nodeInfo) []string {
 		return nil
 	}
 	for _, other := range ni.Pods {
-		for _, want := range pi.HostPorts {
-			for _, have := range other.HostPorts {
-				if want.conflicts(have) {
-					return []string{ReasonNodePorts}
-				}
-			}
+		if podspec.HostPortsConflict(pi.HostPorts, other.HostPorts) {
+			return []string{ReasonNodePorts}
 		}
 	}
 	return nil

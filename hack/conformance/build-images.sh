@@ -7,7 +7,7 @@
 #
 #   agnhost  k8s.io/kubernetes/test/images/agnhost (CGO_ENABLED=0, from build-tools.sh), plus
 #            Debian's busybox-static applets and, where upstream's image has Alpine's tools, this
-#            host's Debian bash (also as /bin/sh), curl, dig/nslookup/host, nc (netcat-openbsd), ip and socat; 2.66.1,
+#            host's Debian bash (also as /bin/sh), curl, dig/nslookup/host, getent (glibc; the DNS specs getent hosts), nc (netcat-openbsd), ip and socat; 2.66.1,
 #            and the same build under 2.55 (the previous tag, which image-update specs switch from)
 #   busybox  Debian's busybox-static with its applet links, and this host's Debian bash as /bin/sh
 #   pause    nodekit's images/pause, built as 3.10.2
@@ -171,7 +171,7 @@ if ! have "$ref" || ! have "$e2e/agnhost:2.55"; then
 	ln -s agnhost "$d/agn"
 	mkdir -p "$d/uploads"
 	cp "$src/agnhost/porter/localhost.crt" "$src/agnhost/porter/localhost.key" "$d/"
-	host_bins "$d" bash=/bin/bash curl dig nslookup host nc.openbsd=/usr/bin/nc ip=/sbin/ip socat
+	host_bins "$d" bash=/bin/bash curl dig nslookup host getent nc.openbsd=/usr/bin/nc ip=/sbin/ip socat
 	# Debian's busybox-static runs its own applets before PATH (FEATURE_SH_STANDALONE): with it as
 	# /bin/sh, `sh -c 'nc -v …'` would get busybox's nc, not the openbsd one. bash is the shell here.
 	ln -sf bash "$d/bin/sh"
@@ -180,7 +180,7 @@ if ! have "$ref" || ! have "$e2e/agnhost:2.55"; then
 	printf 'hosts: files dns\n' >"$d/etc/nsswitch.conf"
 	"$mkimage" --rootfs "$d" --out "$out" --ref "$ref" --ref "$e2e/agnhost:2.55" --entrypoint /agnhost --cmd pause \
 		--env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		--source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/agnhost + debian:busybox-static + host debian bash curl bind9-dnsutils netcat-openbsd iproute2 socat (2.55 is the same build)"
+		--source "k8s.io/kubernetes@v$KUBE_VERSION/test/images/agnhost + debian:busybox-static + host debian bash curl bind9-dnsutils libc-bin getent netcat-openbsd iproute2 socat (2.55 is the same build)"
 fi
 
 ref=$e2e/glibc-dns-testing:2.1.1

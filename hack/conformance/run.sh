@@ -73,8 +73,16 @@ trap teardown EXIT
 trap 'exit 130' INT TERM
 log "starting a $NODES-node lab ($LAB_PREFIX on $LAB_SUBNET, data in $LAB_DIR)"
 "$nodekit" --data-dir "$LAB_DIR" lab down >/dev/null 2>&1 || true
+# The lab's nodes share this host's disk with everything else on it, so upstream's default thresholds
+# (image GC at 85 % use, evictionHard imagefs.available<15 %) would taint the nodes with disk-pressure and
+# stop every spec's pods when the host disk fills with other work; no conformance spec tests them. The
+# kubelets get the settings of nodekit's own test harness (test/framework/agent): no image GC, only the
+# memory eviction threshold.
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 100\nevictionHard:\n  memory.available: 100Mi\n' \
+	>"$OUT/kubelet-config.yaml"
 "$nodekit" --data-dir "$LAB_DIR" lab up --nodes "$NODES" --prefix "$LAB_PREFIX" --subnet "$LAB_SUBNET" \
-	--cluster-cidr "$LAB_CLUSTER_CIDR" --etcd-listen-client "$LAB_ETCD" --images-dir "$OUT/images" >"$OUT/lab.log" 2>&1 &
+	--cluster-cidr "$LAB_CLUSTER_CIDR" --etcd-listen-client "$LAB_ETCD" --images-dir "$OUT/images" \
+	--kubelet-config "$OUT/kubelet-config.yaml" >"$OUT/lab.log" 2>&1 &
 lab_pid=$!
 kubectl() { "$tools/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 deadline=$((SECONDS + 600))

@@ -70,6 +70,12 @@ func TestToolboxDispatch(t *testing.T) {
 	if sh([]string{"-c", "cat a | cat"}) != 2 || sh([]string{"-c", "no-such-command-xyz"}) != 127 {
 		t.Error("sh: want 2 for unsupported syntax and 127 for a missing command")
 	}
+	if !busyLoop("while :; do :; done") || !busyLoop(" while true;  do :; done ") || busyLoop("while :; do sleep 1; done") {
+		t.Error("busyLoop: only the busy loop forms")
+	}
+	if sh([]string{"-c", "while :; do sleep 1; done"}) != 2 {
+		t.Error("sh: another loop is unsupported syntax")
+	}
 }
 
 // TestHealthFlips checks the HTTP and file triggers of /healthz and /readyz.

@@ -231,7 +231,8 @@ func hostname(args []string) int {
 // is ignored. Pipes, redirections, ;, &&, ||, globs, subshells and builtins other than the toolbox are
 // NOT supported: such a command fails with exit code 2 and says so. Toolbox commands run in-process;
 // other commands are looked up in PATH and exec'd. With no -c, sh reads the first line of stdin as the
-// command.
+// command. The one compound command it knows is the busy loop "while :; do :; done" (or "while true;
+// do :; done"), which spins one CPU until the process is killed (a CPU load for autoscaling tests).
 func sh(args []string) int {
 	var script string
 	switch {
@@ -246,6 +247,10 @@ func sh(args []string) int {
 	default:
 		fmt.Fprintln(os.Stderr, `sh: usage: sh -c "COMMAND [ARG...]" (a single simple command)`)
 		return 2
+	}
+	if busyLoop(script) {
+		for {
+		}
 	}
 	words, err := splitWords(script)
 	if err != nil {
@@ -271,6 +276,12 @@ func sh(args []string) int {
 	}
 	err = syscall.Exec(path, words, os.Environ())
 	return fail("sh", err)
+}
+
+// busyLoop reports whether script is "while :; do :; done" or "while true; do :; done", blanks aside.
+func busyLoop(script string) bool {
+	s := strings.Join(strings.Fields(script), " ")
+	return s == "while :; do :; done" || s == "while true; do :; done"
 }
 
 // splitWords splits a simple command line into words (see sh).

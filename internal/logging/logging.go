@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -47,14 +45,12 @@ func Install(h slog.Handler) {
 	klog.SetLogger(logr.FromSlogHandler(h))
 }
 
-// OpenFile opens the log file at path for appending (created 0640, its directory 0750) and returns a
-// key=value text handler writing records at level and above to it, and the file, for the caller to
-// close. A component's own log file (<data-dir>/logs/<component>.log) is opened with it.
-func OpenFile(path, level string) (slog.Handler, *os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+// OpenFile opens the log file at path for appending, rotated by size (RotatingFile: created 0640, its
+// directory 0750), and returns a key=value text handler writing records at level and above to it, and
+// the file, for the caller to close. A component's own log file (<data-dir>/logs/<component>.log) is
+// opened with it.
+func OpenFile(path, level string) (slog.Handler, io.Closer, error) {
+	f, err := RotatingFile(path)
 	if err != nil {
 		return nil, nil, err
 	}

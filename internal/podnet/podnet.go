@@ -7,3 +7,9 @@ package podnet
 // DefaultClusterCIDR is the pod network every node's podCIDR is cut from (kube-controller-manager's
 // --cluster-cidr; flannel's default network).
 const DefaultClusterCIDR = "10.244.0.0/16"
+
+// RouteReaderRole names the bootstrap ClusterRole (and its ClusterRoleBinding to the group system:nodes)
+// that lets every node get, list and watch all Node objects, which the agent's host-gw route controller
+// needs and the Node authorizer (own Node only, upstream's AuthorizeNodeWithSelectors) does not give. The
+// server installs both; on another API server the operator applies them (docs/access-control.md).
+const RouteReaderRole = "system:nodekit:route-reader"

@@ -1,7 +1,10 @@
 package podspec
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // effectiveResources sums what the pod's containers need of each resource at the same time,
@@ -50,4 +53,44 @@ func raise(to, from v1.ResourceList) {
 			to[name] = q.DeepCopy()
 		}
 	}
+}
+
+// PodResources returns what the pod cgroup is sized from, as upstream's ResourceConfigForPod computes
+// it: per resource the pod-level request (spec.resources) or else the effective sum of the containers'
+// requests (a limit without a request counts as the request), and a limit only where the pod sets one
+// at pod level or every init and app container sets one (the effective sum of the limits, at least the
+// request). Overhead is not included.
+func PodResources(pod *v1.Pod) (requests, limits v1.ResourceList) {
+	if podLevelResourcesSet(pod) {
+		return podLevelResources(pod)
+	}
+	requests = effectiveResources(pod, containerRequests)
+	ctrLims := effectiveResources(pod, func(r *v1.ResourceRequirements) v1.ResourceList { return r.Limits })
+	limits = v1.ResourceList{}
+	for name, lim := range ctrLims {
+		if !everyContainerSets(pod, name) {
+			continue
+		}
+		if req, ok := requests[name]; ok && req.Cmp(lim) > 0 {
+			lim = req
+		}
+		limits[name] = lim
+	}
+	return requests, limits
+}
+
+// IsNativeResource reports whether r is in the kubernetes.io namespace: unprefixed names (cpu, memory)
+// and names under kubernetes.io/ are (upstream's IsNativeResource).
+func IsNativeResource(r v1.ResourceName) bool {
+	return !strings.Contains(string(r), "/") || strings.Contains(string(r), v1.ResourceDefaultNamespacePrefix)
+}
+
+// IsExtendedResourceName reports whether r is an extended resource (example.com/gpu): not native, not
+// a requests.-prefixed quota name, and a qualified name once prefixed with "requests." (upstream's
+// IsExtendedResourceName).
+func IsExtendedResourceName(r v1.ResourceName) bool {
+	if IsNativeResource(r) || strings.HasPrefix(string(r), v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+string(r))) == 0
 }

@@ -16,6 +16,9 @@
 //     for signer kubernetes.io/kube-apiserver-client-kubelet with subject CN=system:node:<name>,
 //     O=system:nodes, and waits for the control plane to approve and sign it.
 //  4. The node kubeconfig (server, CA, client certificate and key) is written atomically, mode 0600.
+//     With a CertDir, the pair goes to the client certificate store there (kubelet/certmanager's
+//     kubelet-client-current.pem, which rotation renews) and the kubeconfig names that file, as
+//     upstream's kubelet writes it; otherwise the pair is embedded.
 package bootstrap
 
 import (
@@ -47,6 +50,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kcert "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -54,6 +58,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/nodekit/nodekit/internal/certutil"
+	"github.com/nodekit/nodekit/kubelet/certmanager"
 )
 
 // NodeUserPrefix and NodesGroup are the node authorizer's identity of a kubelet.
@@ -74,6 +79,9 @@ type Config struct {
 	NodeName string
 	// Kubeconfig is the node kubeconfig to write (--kubeconfig).
 	Kubeconfig string
+	// CertDir, when set, is the kubelet's certificate directory: the issued pair is stored there
+	// (certmanager.ClientPrefix) and the kubeconfig refers to its current file.
+	CertDir string
 	// DiscoveryTimeout bounds the wait for the server to answer discovery (default 2 min);
 	// CertificateTimeout bounds the wait for the CSR to be approved and signed (default 2 min).
 	DiscoveryTimeout, CertificateTimeout time.Duration
@@ -140,7 +148,19 @@ func Join(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	if err := writeKubeconfig(c.Kubeconfig, c.Server, ca.pem, NodeUserPrefix+c.NodeName, certPEM, keyPEM); err != nil {
+	user := &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	if c.CertDir != "" {
+		store, err := certificate.NewFileStore(certmanager.ClientPrefix, c.CertDir, c.CertDir, "", "")
+		if err == nil {
+			_, err = store.Update(certPEM, keyPEM)
+		}
+		if err != nil {
+			return fmt.Errorf("client certificate store %s: %w", c.CertDir, err)
+		}
+		current := certmanager.CurrentFile(c.CertDir, certmanager.ClientPrefix)
+		user = &clientcmdapi.AuthInfo{ClientCertificate: current, ClientKey: current}
+	}
+	if err := writeKubeconfig(c.Kubeconfig, c.Server, ca.pem, NodeUserPrefix+c.NodeName, user); err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
 	log.Info("node joined", "kubeconfig", c.Kubeconfig, "took", time.Since(start).Round(time.Millisecond))
@@ -371,11 +391,11 @@ func validKubeconfig(path, node string, now time.Time) (bool, string) {
 }
 
 // writeKubeconfig writes the node kubeconfig (the shape nodekit writes for its nodes: cluster and
-// context "nodekit", the user named after the node, certificates embedded) atomically with mode 0600.
-func writeKubeconfig(path, server string, caPEM []byte, user string, certPEM, keyPEM []byte) error {
+// context "nodekit", the user named after the node with credentials ai) atomically with mode 0600.
+func writeKubeconfig(path, server string, caPEM []byte, user string, ai *clientcmdapi.AuthInfo) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["nodekit"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.AuthInfos[user] = ai
 	cfg.Contexts["nodekit"] = &clientcmdapi.Context{Cluster: "nodekit", AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = "nodekit"
 	data, err := clientcmd.Write(*cfg)

@@ -268,6 +268,40 @@ func TestJoin(t *testing.T) {
 	}
 }
 
+// TestJoinIntoCertDir: with a CertDir, the issued pair is the client certificate store's current
+// file (kubelet-client-current.pem, a symlink to the timestamped pair, as upstream's kubelet) and the
+// kubeconfig names it; a restart keeps it.
+func TestJoinIntoCertDir(t *testing.T) {
+	ca := newCA(t, "nodekit-ca")
+	f := &fakeAPI{t: t, ca: ca, published: ca.pem, approve: true}
+	srv := f.start()
+	cfg := joinCfg(t, srv.URL, ca)
+	cfg.CertDir = filepath.Join(t.TempDir(), "pki")
+	if err := Join(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(cfg.CertDir, "kubelet-client-current.pem")
+	if target, err := os.Readlink(current); err != nil || !strings.HasPrefix(filepath.Base(target), "kubelet-client-") {
+		t.Fatalf("%s: want a symlink to the timestamped pair: %q %v", current, target, err)
+	}
+	kc, err := clientcmd.LoadFromFile(cfg.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ai := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
+	if ai.ClientCertificate != current || ai.ClientKey != current || len(ai.ClientCertificateData) != 0 {
+		t.Fatalf("kubeconfig user %+v: want client-certificate and client-key %s", ai, current)
+	}
+	pair, err := tls.LoadX509KeyPair(current, current)
+	if err != nil || pair.Leaf.Subject.CommonName != "system:node:node-a" {
+		t.Fatalf("stored pair: %v %v", err, pair.Leaf)
+	}
+	n := len(f.requests())
+	if err := Join(context.Background(), cfg); err != nil || len(f.requests()) != n {
+		t.Errorf("second Join: %v, %d → %d requests (want none)", err, n, len(f.requests()))
+	}
+}
+
 // TestJoinRefusesWrongCA: a CA that does not match --ca-hash is refused and the token is never sent.
 func TestJoinRefusesWrongCA(t *testing.T) {
 	ca, impostor := newCA(t, "nodekit-ca"), newCA(t, "impostor")

@@ -35,7 +35,7 @@ const (
 // Supported lists the top-level KubeletConfiguration fields (their JSON names) that nodekit acts on.
 var Supported = []string{
 	"apiVersion", "kind",
-	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "serverTLSBootstrap", "authentication",
+	"address", "port", "tlsCertFile", "tlsPrivateKeyFile", "serverTLSBootstrap", "rotateCertificates", "authentication",
 	"staticPodPath", "fileCheckFrequency", "podLogsDir", "syncFrequency",
 	"clusterDNS", "clusterDomain", "resolvConf",
 	"nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
@@ -52,7 +52,9 @@ var Supported = []string{
 // supports (k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1 SetDefaults_KubeletConfiguration), except
 // that anonymous authentication is off (nodekit's kubelet server always requires a client certificate),
 // serverTLSBootstrap is on (the kubelet asks the cluster CA for its serving certificate, which nodekit's
-// API server verifies; it serves a self-signed one until the CSR is signed) and containerRuntimeEndpoint
+// API server verifies; it serves a self-signed one until the CSR is signed), rotateCertificates is on
+// (the node client certificate is renewed through a CSR before it expires, as kubeadm and k3s configure
+// their kubelets; kubelet/certmanager) and containerRuntimeEndpoint
 // is empty, which means nodekit's own managed containerd. evictionHard is left nil, which means
 // upstream's default thresholds (EvictionThresholds), so that a file's map replaces them rather than
 // merging into them.
@@ -63,6 +65,7 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{Kind: Kind, APIVersion: APIVersion},
 		ServerTLSBootstrap:               true,
+		RotateCertificates:               true,
 		Address:                          "0.0.0.0",
 		Port:                             10250,
 		PodLogsDir:                       "/var/log/pods",
@@ -73,7 +76,6 @@ func Default() *kubeletv1beta1.KubeletConfiguration {
 		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},
 		NodeLeaseDurationSeconds:         40,
 		MaxPods:                          110,
-		CgroupDriver:                     "cgroupfs",
 		RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
 		ContainerLogMaxSize:              "10Mi",
 		ContainerLogMaxFiles:             &logMaxFiles,
@@ -154,7 +156,7 @@ func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, []string, error)
 
 // Validate checks the supported fields: port 1-65535, positive frequencies, lease duration and
 // runtimeRequestTimeout, maxPods
-// > 0, cgroupDriver cgroupfs or systemd, well-formed taints, anonymous and webhook authentication off.
+// > 0, cgroupDriver empty (the runtime's), cgroupfs or systemd, well-formed taints, anonymous and webhook authentication off.
 // The error names the field.
 func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	switch {
@@ -174,7 +176,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		return fmt.Errorf("runtimeRequestTimeout: %v must be positive", c.RuntimeRequestTimeout.Duration)
 	case c.MaxPods <= 0:
 		return fmt.Errorf("maxPods: %d must be positive", c.MaxPods)
-	case c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd":
+	case c.CgroupDriver != "" && c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd":
 		return fmt.Errorf("cgroupDriver: %q is not cgroupfs or systemd", c.CgroupDriver)
 	case c.ContainerRuntimeEndpoint == "" && c.ImageServiceEndpoint != "":
 		return fmt.Errorf("imageServiceEndpoint: set without containerRuntimeEndpoint")

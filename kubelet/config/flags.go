@@ -61,7 +61,7 @@ func BindFlags(fs *pflag.FlagSet, cfg *kubeletv1beta1.KubeletConfiguration, conf
 	fs.DurationVar(&c.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", c.NodeStatusUpdateFrequency.Duration, "how often the node status is computed (and posted when changed)")
 	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "pods capacity of the node")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", c.CgroupRoot, "parent cgroup of the pods' cgroups (kubepods); empty = the root \"/\"")
-	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd, used when the runtime cannot tell (CRI RuntimeConfig)")
+	fs.StringVar(&c.CgroupDriver, "cgroup-driver", c.CgroupDriver, "cgroupfs or systemd; unset follows the runtime (CRI RuntimeConfig, or containerd 1.x's SystemdCgroup), which a set value must match")
 	fs.Var(&taintsValue{taints: &c.RegisterWithTaints}, "register-with-taints", "taints the Node is registered with: key[=value]:Effect,...")
 	fs.StringVar(&c.ContainerRuntimeEndpoint, "container-runtime-endpoint", c.ContainerRuntimeEndpoint, "CRI runtime endpoint (unix:///path); empty = start nodekit's managed containerd")
 	if c.EnableProfilingHandler == nil {

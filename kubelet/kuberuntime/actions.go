@@ -340,6 +340,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, s *PodStatus, unheal
 	var err error
 	sandboxID := a.SandboxID
 	if a.CreateSandbox {
+		if err := m.ensurePodCgroup(ctx, pod); err != nil {
+			m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			return SyncResult{Err: err}
+		}
 		sandboxID, sbCfg, err = m.createSandbox(ctx, pod, a.Attempt)
 		if err != nil {
 			m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
@@ -455,7 +459,9 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, s *PodStatus, grace 
 }
 
 // CleanupPod releases what a terminated pod holds on the node besides its containers: its cgroups.
-func (m *Manager) CleanupPod(uid types.UID) error { return m.removePodCgroups(uid) }
+func (m *Manager) CleanupPod(ctx context.Context, uid types.UID) error {
+	return m.removePodCgroups(ctx, uid)
+}
 
 // RemovePod removes every container and sandbox of the pod from the runtime, then its log directory and
 // cgroups. Already-removed objects are fine.
@@ -490,7 +496,7 @@ func (m *Manager) RemovePod(ctx context.Context, pod *v1.Pod) error {
 	if err := os.RemoveAll(PodLogsDir(m.opts.PodLogsDir, pod)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := m.removePodCgroups(pod.UID); err != nil {
+	if err := m.removePodCgroups(ctx, pod.UID); err != nil {
 		errs = append(errs, err)
 	}
 	m.ForgetPod(pod)

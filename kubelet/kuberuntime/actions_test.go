@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -284,17 +285,16 @@ func TestExpandVars(t *testing.T) {
 }
 
 func TestResourcesAndOOMScore(t *testing.T) {
-	if got := milliCPUToShares(250); got != 256 {
-		t.Errorf("shares(250m) = %d", got)
+	c := v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")}}}
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	r := linuxResources(pod, &pod.Spec.Containers[0], 1<<30)
+	if r.CpuShares != 512 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.OomScoreAdj != -997 {
+		t.Errorf("limits-only container: %+v; want shares 512 (request = limit), quota 50000/100000, 64Mi, -997", r)
 	}
-	if got := milliCPUToShares(0); got != 2 {
-		t.Errorf("shares(0) = %d", got)
-	}
-	if got := milliCPUToQuota(500); got != 50000 {
-		t.Errorf("quota(500m) = %d", got)
-	}
-	if got := milliCPUToQuota(1); got != 1000 {
-		t.Errorf("quota(1m) = %d, want the 1ms minimum", got)
+	r = linuxResources(&v1.Pod{}, &v1.Container{}, 1<<30)
+	if r.CpuShares != 2 || r.CpuQuota != 0 || r.MemoryLimitInBytes != 0 || r.OomScoreAdj != 1000 {
+		t.Errorf("best-effort container: %+v; want shares 2, no quota or memory limit, 1000", r)
 	}
 }
 

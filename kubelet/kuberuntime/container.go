@@ -3,10 +3,6 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,8 +10,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/probes"
 )
 
 // Container start failure reasons, as upstream's container status shows them.
@@ -203,7 +200,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	return 0, nil
 }
 
-// runHandler runs a lifecycle hook (exec through CRI ExecSync, httpGet against the pod IP, or sleep)
+// runHandler runs a lifecycle hook (exec through CRI ExecSync, httpGet through probes.HTTPHook, or sleep)
 // within timeout and returns its output for messages.
 func (m *Manager) runHandler(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, h *v1.LifecycleHandler, podIPs []string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -220,7 +217,11 @@ func (m *Manager) runHandler(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 		return out, nil
 	case h.HTTPGet != nil:
-		return httpHook(ctx, c, h.HTTPGet, podIPs)
+		podIP := ""
+		if len(podIPs) > 0 {
+			podIP = podIPs[0]
+		}
+		return "", probes.HTTPHook(ctx, h.HTTPGet, c, podIP)
 	case h.Sleep != nil:
 		select {
 		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
@@ -229,58 +230,6 @@ func (m *Manager) runHandler(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		return "", nil
 	}
 	return "", fmt.Errorf("lifecycle handler of container %q has no exec, httpGet or sleep action", c.Name)
-}
-
-// resolvePort finds a port by number or by the name of one of the container's ports.
-func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		return p.IntValue(), nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil {
-		return n, nil
-	}
-	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
-}
-
-func httpHook(ctx context.Context, c *v1.Container, g *v1.HTTPGetAction, podIPs []string) (string, error) {
-	host := g.Host
-	if host == "" && len(podIPs) > 0 {
-		host = podIPs[0]
-	}
-	if host == "" {
-		return "", fmt.Errorf("httpGet hook: pod has no IP")
-	}
-	port, err := resolvePort(g.Port, c)
-	if err != nil {
-		return "", err
-	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: g.Path}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return "", err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 10<<10))
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return string(body), fmt.Errorf("HTTP hook %s returned %d", u.String(), resp.StatusCode)
-	}
-	return string(body), nil
 }
 
 // killContainer runs c's preStop hook (when c is known and has one), then stops the container with

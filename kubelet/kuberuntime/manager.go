@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/nodekit/nodekit/kubelet/cgroups"
 )
 
 // RunContainerOptions are the parts of a container config the kubelet computes from API objects.
@@ -55,8 +57,12 @@ type Options struct {
 	// <pod dir>/containers/<container>: each instance's termination message file is created there and
 	// bind-mounted at its terminationMessagePath. Nil: no termination message files.
 	PodContainerDir func(uid types.UID, container string) string
-	// CgroupRoot and CgroupDriver place pod cgroups (see CgroupParent).
+	// CgroupRoot and CgroupDriver ("cgroupfs" or "systemd") place the pod and QoS cgroups (see
+	// CgroupParent and package cgroups), which the manager creates, sizes and removes. An empty
+	// CgroupDriver leaves cgroups alone (runc creates the parents unsized).
 	CgroupRoot, CgroupDriver string
+	// CgroupMount is where the cgroup hierarchy is mounted; default cgroups.DefaultMount.
+	CgroupMount string
 	// Back-off bounds for container restarts and image pulls.
 	CrashLoopBackOff, MaxCrashLoopBackOff time.Duration
 	ImagePullBackOff, MaxImagePullBackOff time.Duration
@@ -79,6 +85,7 @@ type Manager struct {
 	puller      *imagePuller
 	log         *slog.Logger
 	memCapacity int64
+	cg          *cgroups.Manager // nil: cgroups not managed
 
 	mu      sync.Mutex
 	waiting map[string]Waiting // by podUID/containerName
@@ -120,6 +127,15 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		log:         o.Log,
 		waiting:     map[string]Waiting{},
 		memCapacity: memTotal(),
+	}
+	if o.CgroupDriver != "" {
+		mount := o.CgroupMount
+		if mount == "" {
+			mount = cgroups.DefaultMount
+		}
+		if m.cg, err = cgroups.New(mount, o.CgroupDriver); err != nil {
+			return nil, err
+		}
 	}
 	m.puller = newImagePuller(o.Images, o.Recorder, o.ImagePullBackOff, o.MaxImagePullBackOff, o.SerializeImagePulls)
 	return m, nil

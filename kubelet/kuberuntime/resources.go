@@ -5,40 +5,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/podspec"
+	"github.com/nodekit/nodekit/kubelet/cgroups"
 )
-
-// CFS constants as the kubelet uses them (cgroup v1 cpu controller).
-const (
-	minShares     = 2
-	sharesPerCPU  = 1024
-	milliCPUToCPU = 1000
-	quotaPeriod   = 100000 // 100 ms in µs
-	minQuotaUs    = 1000
-)
-
-// milliCPUToShares converts a cpu request to cpu.shares (1 cpu = 1024), at least 2.
-func milliCPUToShares(milli int64) int64 {
-	if milli == 0 {
-		return minShares
-	}
-	s := milli * sharesPerCPU / milliCPUToCPU
-	if s < minShares {
-		return minShares
-	}
-	return s
-}
-
-// milliCPUToQuota converts a cpu limit to a CFS quota for the 100 ms period, at least 1 ms.
-func milliCPUToQuota(milli int64) int64 {
-	if milli == 0 {
-		return 0
-	}
-	q := milli * quotaPeriod / milliCPUToCPU
-	if q < minQuotaUs {
-		return minQuotaUs
-	}
-	return q
-}
 
 // linuxResources maps a container's requests and limits to CRI LinuxContainerResources: cpu.shares from
 // the cpu request (or the limit when only that is set, as API defaulting does), CFS quota/period from
@@ -50,10 +18,10 @@ func linuxResources(pod *v1.Pod, c *v1.Container, memCapacity int64) *runtimeapi
 	if req == 0 && !cpuLim.IsZero() {
 		req = cpuLim.MilliValue()
 	}
-	r.CpuShares = milliCPUToShares(req)
+	r.CpuShares = int64(cgroups.MilliCPUToShares(req))
 	if !cpuLim.IsZero() {
-		r.CpuQuota = milliCPUToQuota(cpuLim.MilliValue())
-		r.CpuPeriod = quotaPeriod
+		r.CpuQuota = cgroups.MilliCPUToQuota(cpuLim.MilliValue(), cgroups.QuotaPeriod)
+		r.CpuPeriod = cgroups.QuotaPeriod
 	}
 	if m := c.Resources.Limits.Memory(); !m.IsZero() {
 		r.MemoryLimitInBytes = m.Value()

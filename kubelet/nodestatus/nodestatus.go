@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"runtime"
 	"slices"
@@ -47,6 +48,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/podspec"
 	"github.com/nodekit/nodekit/version"
 )
 
@@ -415,6 +417,40 @@ func readyOf(n *v1.Node) *v1.NodeCondition {
 	return c
 }
 
+// resources computes a node's capacity and allocatable as upstream's MachineInfo setter: the kubelet's
+// own resources (machine) overwrite theirs in the capacity the Node already has, which keeps the
+// resources others advertise there (an extended resource patched into status.capacity, as an operator
+// or the e2e framework's AddExtendedResource does); allocatable is the capacity less reserved (floored
+// at 0) for every resource, and an extended resource gone from the capacity leaves allocatable too.
+// The lists given are not modified.
+func resources(oldCapacity, oldAllocatable, machine, reserved v1.ResourceList) (capacity, allocatable v1.ResourceList) {
+	capacity = oldCapacity.DeepCopy()
+	if capacity == nil {
+		capacity = v1.ResourceList{}
+	}
+	maps.Copy(capacity, machine)
+	allocatable = oldAllocatable.DeepCopy()
+	if allocatable == nil {
+		allocatable = v1.ResourceList{}
+	}
+	for k := range allocatable {
+		if _, ok := capacity[k]; !ok && podspec.IsExtendedResourceName(k) {
+			delete(allocatable, k)
+		}
+	}
+	for k, v := range capacity {
+		value := v.DeepCopy()
+		if r, ok := reserved[k]; ok {
+			value.Sub(r)
+		}
+		if value.Sign() < 0 {
+			value.Set(0)
+		}
+		allocatable[k] = value
+	}
+	return capacity, allocatable
+}
+
 // statusChanged reports whether the statuses differ in anything but the conditions' heartbeat times
 // (upstream's nodeStatusHasChanged).
 func statusChanged(a, b *v1.NodeStatus) bool {
@@ -470,22 +506,15 @@ func (c *Controller) runtimeReadiness(ctx context.Context) []string {
 // setStatus fills n.Status from the machine, the runtime and the given not-ready reasons.
 func (c *Controller) setStatus(ctx context.Context, n *v1.Node, notReady []string) {
 	m := c.cfg.Machine
-	capacity := v1.ResourceList{
+	n.Status.Capacity, n.Status.Allocatable = resources(n.Status.Capacity, n.Status.Allocatable, v1.ResourceList{
 		v1.ResourceCPU:              *resource.NewQuantity(int64(m.NumCPU), resource.DecimalSI),
 		v1.ResourceMemory:           *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
 		v1.ResourcePods:             *resource.NewQuantity(int64(c.cfg.MaxPods), resource.DecimalSI),
 		v1.ResourceEphemeralStorage: *resource.NewQuantity(m.EphemeralStorageBytes, resource.BinarySI),
-	}
-	allocatable := capacity.DeepCopy()
-	mem := allocatable[v1.ResourceMemory]
-	mem.Sub(evictionHardMemory)
-	if mem.Sign() < 0 {
-		mem = *resource.NewQuantity(0, resource.BinarySI)
-	}
-	allocatable[v1.ResourceMemory] = mem
-	allocatable[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(float64(m.EphemeralStorageBytes)*(1-evictionHardNodefsFraction)), resource.BinarySI)
-	n.Status.Capacity = capacity
-	n.Status.Allocatable = allocatable
+	}, v1.ResourceList{
+		v1.ResourceMemory:           evictionHardMemory,
+		v1.ResourceEphemeralStorage: *resource.NewQuantity(m.EphemeralStorageBytes-int64(float64(m.EphemeralStorageBytes)*(1-evictionHardNodefsFraction)), resource.BinarySI),
+	})
 
 	n.Status.Addresses = []v1.NodeAddress{
 		{Type: v1.NodeInternalIP, Address: c.cfg.NodeIP.String()},

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -275,5 +276,60 @@ func TestNetworkStatusCheck(t *testing.T) {
 	}
 	if r := ready(t, client); r.Status != v1.ConditionTrue {
 		t.Errorf("Ready once the plugin answers = %+v", r)
+	}
+}
+
+// TestExtendedResourcesKept: an extended resource another party patched into the Node's status (an
+// operator, or the e2e framework's AddExtendedResource) stays in capacity and allocatable across the
+// kubelet's status updates, as upstream's MachineInfo setter keeps it; once removed from the capacity
+// it leaves allocatable too. The kubelet's own resources are still recomputed.
+func TestExtendedResourcesKept(t *testing.T) {
+	client := fake.NewClientset()
+	c := newTest(t, client, &fakeRuntime{})
+	c.cfg.ReportFrequency = time.Nanosecond
+	ctx := context.Background()
+	if err := c.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const foo = v1.ResourceName("scheduling.k8s.io/foo")
+	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Capacity[foo] = resource.MustParse("5")
+	n.Status.Allocatable[foo] = resource.MustParse("5")
+	n.Status.Capacity[v1.ResourceCPU] = resource.MustParse("99") // the kubelet's own: overwritten
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if q := n.Status.Capacity[foo]; q.Value() != 5 {
+		t.Errorf("capacity[%s] = %v after a status update, want 5 (all: %v)", foo, q.String(), n.Status.Capacity)
+	}
+	if q := n.Status.Allocatable[foo]; q.Value() != 5 {
+		t.Errorf("allocatable[%s] = %v after a status update, want 5", foo, q.String())
+	}
+	if q := n.Status.Capacity[v1.ResourceCPU]; q.Value() != int64(testMachine.NumCPU) {
+		t.Errorf("capacity cpu = %v, want the machine's %d", q.String(), testMachine.NumCPU)
+	}
+	if mc, ma := n.Status.Capacity[v1.ResourceMemory], n.Status.Allocatable[v1.ResourceMemory]; mc.Cmp(ma) <= 0 {
+		t.Errorf("allocatable memory %v is not below capacity %v (eviction reserve)", ma.String(), mc.String())
+	}
+	delete(n.Status.Capacity, foo)
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if _, ok := n.Status.Allocatable[foo]; ok {
+		t.Errorf("allocatable keeps %s after it left the capacity: %v", foo, n.Status.Allocatable)
 	}
 }

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -542,4 +543,93 @@ func TestAddPodSeedsFromStatus(t *testing.T) {
 		t.Fatalf("seeding announced %+v", u)
 	default:
 	}
+}
+
+// TestReadinessWarmUp: failed readiness runs of a container started less than a period ago, before
+// its first success, are retried at 10 ms growing by half to 500 ms, silently (no event, no failure counted);
+// after the first success, or once the container is older than a period, failures count as usual.
+func TestReadinessWarmUp(t *testing.T) {
+	rp := probe(10, 1, 1)
+	h := newHarness(t, testPod(nil, rp, nil))
+	w := h.workers[results.Readiness]
+	h.run.set(rp, probes.Failure)
+	h.status(runningStatus("containerd://a", time.Now()))
+	var delays []time.Duration
+	for i := 0; i < 12; i++ {
+		h.probeN(results.Readiness, 1)
+		delays = append(delays, w.retryAfter)
+	}
+	want := []time.Duration{10 * time.Millisecond}
+	for len(want) < len(delays) {
+		want = append(want, min(want[len(want)-1]*3/2, 500*time.Millisecond))
+	}
+	if !slices.Equal(delays, want) || want[len(want)-1] != 500*time.Millisecond {
+		t.Fatalf("warm-up retry delays %v, want %v", delays, want)
+	}
+	if rs := h.results(); len(rs) != 0 {
+		t.Fatalf("warm-up failures decided a result: %+v", rs)
+	}
+	if n := len(h.rec.Events); n != 0 {
+		t.Fatalf("%d events for warm-up failures, want none", n)
+	}
+	h.run.set(rp, probes.Success)
+	h.probeN(results.Readiness, 1)
+	if _, ready := h.status(runningStatus("containerd://a", time.Now())); !ready || w.retryAfter != 0 {
+		t.Fatalf("after a success: ready=%v retry %v, want ready and no retry", ready, w.retryAfter)
+	}
+	// After the first success a failure counts (failureThreshold 1) and is reported.
+	h.run.set(rp, probes.Failure)
+	h.probeN(results.Readiness, 1)
+	if _, ready := h.status(runningStatus("containerd://a", time.Now())); ready || w.retryAfter != 0 || len(h.rec.Events) != 1 {
+		t.Fatalf("failure after success: ready=%v retry %v events %d, want not ready, no retry, 1 event", ready, w.retryAfter, len(h.rec.Events))
+	}
+	// A new instance started more than a period ago gets no warm-up.
+	h.status(runningStatus("containerd://b", time.Now().Add(-11*time.Second)))
+	h.probeN(results.Readiness, 1)
+	if w.retryAfter != 0 || len(h.rec.Events) != 2 {
+		t.Fatalf("old container: retry %v events %d, want no retry and 2 events", w.retryAfter, len(h.rec.Events))
+	}
+
+	// An exec probe keeps upstream's schedule: its failed first run counts and asks for no retry.
+	ep := probe(10, 1, 1)
+	ep.ProbeHandler = v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
+	he := newHarness(t, testPod(nil, ep, nil))
+	he.run.set(ep, probes.Failure)
+	he.status(runningStatus("containerd://e", time.Now()))
+	he.probeN(results.Readiness, 1)
+	if we := he.workers[results.Readiness]; we.retryAfter != 0 || len(he.rec.Events) != 1 {
+		t.Fatalf("exec probe: retry %v events %d, want no warm-up retry and 1 event", we.retryAfter, len(he.rec.Events))
+	}
+}
+
+// TestReadinessWarmUpRuns: a running worker whose container answers only after a few failed runs turns
+// ready within the warm-up retries, long before the 10 s period, with no trigger in between.
+func TestReadinessWarmUpRuns(t *testing.T) {
+	base := runtime.NumGoroutine()
+	rp := probe(10, 1, 3)
+	pod := testPod(nil, rp, nil)
+	run := newFakeRunner()
+	run.set(rp, probes.Failure)
+	m := New(Options{Runner: run})
+	defer m.Close()
+	m.AddPod(pod)
+	start := time.Now()
+	m.UpdatePodStatus(pod, runningStatus("containerd://a", start)) // triggers the first run
+	for run.count(rp) < 3 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d runs in 5 s, want warm-up retries", run.count(rp))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	run.set(rp, probes.Success)
+	select {
+	case r := <-m.Results():
+		if r.Result != results.Success || r.Probe != results.Readiness {
+			t.Fatalf("result %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ready 5 s after the container answered (period 10 s)")
+	}
+	m.RemovePod(pod)
+	waitGoroutines(t, base)
 }

@@ -34,7 +34,19 @@ type worker struct {
 	lastResult  probes.Status
 	resultRun   int
 	onHold      bool
+	// succeeded: the readiness probe of this container instance passed once (warm-up is over).
+	succeeded bool
+	// retryAfter, when positive, is the delay of a warm-up retry (see warmUp).
+	retryAfter time.Duration
 }
+
+// Warm-up: the first retry delay after a readiness probe of a just-started container failed, and the
+// longest (the delay grows by half from one retry to the next: at most a third of the time to answer is
+// lost to the schedule).
+const (
+	warmUpFirst = 10 * time.Millisecond
+	warmUpMax   = 500 * time.Millisecond
+)
 
 func newWorker(m *Manager, key probeKey, pod *v1.Pod, c *v1.Container, spec *v1.Probe) *worker {
 	period := time.Duration(spec.PeriodSeconds) * time.Second
@@ -56,13 +68,14 @@ func (w *worker) trigger() {
 	}
 }
 
-// run probes once after a random part of the period, then every period (and on trigger) until the
-// worker is stopped or doProbe says the pod or container is done.
+// run probes once after a random part of the period, then every period (and on trigger, and on a
+// warm-up retry) until the worker is stopped or doProbe says the pod or container is done.
 func (w *worker) run() {
 	defer w.m.wg.Done()
 	defer w.m.workerDone(w)
 	timer := time.NewTimer(jitter(w.period))
 	defer timer.Stop()
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -70,16 +83,41 @@ func (w *worker) run() {
 		case <-timer.C:
 			timer.Reset(w.period)
 		case <-w.triggerCh:
+		case <-retry:
 		}
 		if !w.doProbe() {
 			return
 		}
+		retry = nil
+		if w.retryAfter > 0 {
+			retry = time.After(w.retryAfter)
+		}
 	}
+}
+
+// warmUp reports whether the failed run res of a network readiness probe (HTTP, TCP, gRPC: a refused
+// connection costs the container nothing; an exec probe starts a process in it, so it keeps upstream's
+// schedule) is one of the container's warm-up: its probe never passed, and the container started less
+// than one period ago. Such a run is retried after
+// retryAfter (10 ms, growing by half up to 500 ms), and neither counts towards failureThreshold nor records an
+// event: a container is typically probed within milliseconds of its start, before its server listens,
+// and without the retry it would stay not ready until the next sync's trigger or the next period. This
+// is nodekit's own (upstream waits for the next period or PLEG-driven status update); it only brings a
+// first success forward, it never makes a container ready that does not pass its probe.
+// lastRetry is the delay of the previous retry (0: none).
+func (w *worker) warmUp(res probes.Result, c containerState, lastRetry time.Duration) bool {
+	if w.key.probe != results.Readiness || w.spec.Exec != nil || w.succeeded || res.Status != probes.Failure || time.Since(c.startedAt) >= w.period {
+		return false
+	}
+	w.retryAfter = min(max(lastRetry*3/2, warmUpFirst), warmUpMax)
+	return true
 }
 
 // doProbe runs the probe once if the container is in a state to be probed and applies the thresholds.
 // It returns false when the worker should end.
 func (w *worker) doProbe() bool {
+	lastRetry := w.retryAfter
+	w.retryAfter = 0 // only a failed warm-up run asks for a retry
 	ps, c, ok := w.m.snapshot(w.key.pod, w.key.container)
 	if !ok || c.id == "" {
 		return true // no status or no container yet
@@ -92,7 +130,7 @@ func (w *worker) doProbe() bool {
 		if w.containerID != "" {
 			w.m.results.Remove(w.containerID, w.key.probe)
 		}
-		w.containerID, w.onHold, w.resultRun, w.lastResult = c.id, false, 0, ""
+		w.containerID, w.onHold, w.resultRun, w.lastResult, w.succeeded, w.retryAfter = c.id, false, 0, "", false, 0
 	}
 	if w.onHold {
 		return true // failed liveness/startup: wait for the restarted container
@@ -125,6 +163,13 @@ func (w *worker) doProbe() bool {
 	<-w.m.sem
 	if w.ctx.Err() != nil {
 		return false // stopped while probing: the result is meaningless
+	}
+	w.m.log.Debug("probe ran", "pod", w.podName, "container", w.key.container, "probe", w.key.probe, "status", res.Status, "reason", res.Reason)
+	if w.warmUp(res, c, lastRetry) {
+		return true
+	}
+	if res.Status == probes.Success {
+		w.succeeded = true
 	}
 
 	switch {

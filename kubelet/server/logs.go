@@ -134,13 +134,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	fw := &flushWriter{w: w}
-	if f, ok := w.(http.Flusher); ok && opts.Follow {
-		fw.f = f
-		w.WriteHeader(http.StatusOK) // a follower sees the stream open before the next line is logged
-		f.Flush()
-		fw.wrote = true
-	}
+	fw := newFlushWriter(w, opts.Follow)
 	if err := cri.ReadLogs(r.Context(), path, id, opts, s.cfg.Runtime, fw, fw); err != nil && r.Context().Err() == nil {
 		s.log.Warn("container logs", "pod", ns+"/"+name, "container", ctrName, "err", err)
 		if !fw.wrote {
@@ -215,6 +209,23 @@ func parseLogOptions(r *http.Request) (*logs.LogOptions, bool, error) {
 }
 
 // flushWriter flushes after every write while following, so lines reach the client as they come.
+// newFlushWriter wraps a log answer. Every write is flushed, as upstream's flushwriter: the answer is
+// chunked, never one body with a Content-Length, which kube-apiserver's WebSocket log stream (wsstream's
+// messageCopy) would cut short when the body's last bytes arrive together with EOF. With follow the
+// status line goes out at once, so a follower sees the stream open before the next line is logged.
+func newFlushWriter(w http.ResponseWriter, follow bool) *flushWriter {
+	fw := &flushWriter{w: w}
+	if f, ok := w.(http.Flusher); ok {
+		fw.f = f
+		if follow {
+			w.WriteHeader(http.StatusOK)
+			f.Flush()
+			fw.wrote = true
+		}
+	}
+	return fw
+}
+
 type flushWriter struct {
 	w     io.Writer
 	f     http.Flusher

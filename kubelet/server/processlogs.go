@@ -39,14 +39,8 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request, path string
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	fw := &flushWriter{w: w}
-	if fl, ok := w.(http.Flusher); ok && opts.Follow {
-		fw.f = fl
-		w.WriteHeader(http.StatusOK)
-		fl.Flush()
-		fw.wrote = true
-	}
-	if err := copyProcessLog(r.Context(), f, fw, opts); err != nil && r.Context().Err() == nil {
+	fw := newFlushWriter(w, opts.Follow)
+	if err := copyProcessLog(r.Context(), f, path, fw, opts); err != nil && r.Context().Err() == nil {
 		s.log.Warn("component logs", "path", path, "err", err)
 		if !fw.wrote {
 			fail(w, err)
@@ -57,9 +51,10 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request, path string
 // errLimit ends a copy at limitBytes.
 var errLimit = errors.New("limitBytes reached")
 
-// copyProcessLog writes the lines of f that opts select to w; with Follow it then waits for new lines
-// until ctx ends.
-func copyProcessLog(ctx context.Context, f *os.File, w io.Writer, opts *logs.LogOptions) error {
+// copyProcessLog writes the lines of f (opened from path) that opts select to w; with Follow it then
+// waits for new lines until ctx ends, following path to its new file when the log is rotated (the old
+// file renamed, a new one created at path: internal/logging.RotatingFile) once the old one is drained.
+func copyProcessLog(ctx context.Context, f *os.File, path string, w io.Writer, opts *logs.LogOptions) error {
 	limit := int64(-1)
 	if opts.LimitBytes != nil {
 		limit = *opts.LimitBytes
@@ -135,6 +130,13 @@ func copyProcessLog(ctx context.Context, f *os.File, w io.Writer, opts *logs.Log
 	}
 	t := time.NewTicker(processLogPoll)
 	defer t.Stop()
+	cur := f
+	defer func() {
+		if cur != f {
+			cur.Close()
+		}
+	}()
+	drained := false // cur was read to its end after path named another file
 	for {
 		line, err := rd.ReadString('\n')
 		switch {
@@ -148,12 +150,43 @@ func copyProcessLog(ctx context.Context, f *os.File, w io.Writer, opts *logs.Log
 			return err
 		}
 		partial += line
+		if rotated(cur, path) {
+			if !drained { // lines written before the rename: read cur to its end once more
+				drained = true
+				continue
+			}
+			next, err := os.Open(path)
+			if err == nil {
+				if partial != "" { // the old file's last line, never terminated
+					if err := emit(partial + "\n"); err != nil {
+						return ignoreLimit(err)
+					}
+					partial = ""
+				}
+				if cur != f {
+					cur.Close()
+				}
+				cur, drained = next, false
+				rd.Reset(cur)
+				continue
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// rotated reports whether path names a file other than f (f was renamed away and a new file created).
+func rotated(f *os.File, path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && !os.SameFile(st, fi)
 }
 
 func ignoreLimit(err error) error {

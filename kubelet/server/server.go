@@ -30,12 +30,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -44,6 +44,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/proxystatus"
+	"github.com/nodekit/nodekit/kubelet/cgroups"
 	"github.com/nodekit/nodekit/kubelet/metrics"
 )
 
@@ -63,8 +64,11 @@ type Config struct {
 	// does under <root-dir>/pki.
 	TLSCertFile, TLSKeyFile string
 	CertDir                 string
-	NodeName                string
-	NodeIPs                 []net.IP
+	// Certificate, when set, is asked for the serving certificate at each handshake (the kubelet-serving
+	// certificate manager's Current); while it returns nil, the certificate above is served.
+	Certificate func() *tls.Certificate
+	NodeName    string
+	NodeIPs     []net.IP
 	// ClientCA verifies client certificates (the cluster CA; authentication.x509.clientCAFile).
 	ClientCA *x509.CertPool
 	// Authenticator authenticates requests (Webhook builds upstream's: client certificates and
@@ -78,6 +82,10 @@ type Config struct {
 	Runtime runtimeapi.RuntimeServiceClient
 	// Images (optional) gives the image filesystem stats in /stats/summary.
 	Images runtimeapi.ImageServiceClient
+	// PodCgroupStats (optional) reads a pod's cgroup usage (*kubelet.Kubelet.PodCgroupStats): the pod's
+	// CPU time and memory in /stats/summary then come from its cgroup, as upstream's from cadvisor,
+	// rather than from the sum over its running containers. ok false: the sum is used.
+	PodCgroupStats func(uid types.UID) (s cgroups.Stats, ok bool)
 	// RootDir is the kubelet root dir whose filesystem is node.fs in /stats/summary.
 	RootDir string
 	// Metrics is served on /metrics. Nil: a fresh metrics.New(NodeName, Runtime).
@@ -100,7 +108,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	tls      *tls.Config
-	cert     atomic.Pointer[tls.Certificate] // the serving certificate; SetCertificate replaces it
+	cert     *tls.Certificate // the file's or self-signed serving certificate
 	listener net.Listener
 	handler  http.Handler
 	started  time.Time
@@ -136,11 +144,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet server: serving certificate %s: %w", certFile, err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
-	s.cert.Store(&pair)
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), cert: &pair}
 	s.tls = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil },
+		GetCertificate: s.serving,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      cfg.ClientCA,
 		NextProtos:     []string{"http/1.1"}, // streaming upgrades (SPDY, websockets) need HTTP/1.1
@@ -157,11 +164,15 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// SetCertificate makes cert the serving certificate of new connections (a kubelet-serving certificate
-// issued through a CSR replacing the self-signed one, or its renewal); open connections keep theirs.
-func (s *Server) SetCertificate(cert tls.Certificate) {
-	s.cert.Store(&cert)
-	s.log.Info("kubelet server certificate replaced")
+// serving is the certificate of a new connection: Config.Certificate's when it has one, else the file's
+// or the self-signed one. Open connections keep theirs.
+func (s *Server) serving(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if s.cfg.Certificate != nil {
+		if c := s.cfg.Certificate(); c != nil {
+			return c, nil
+		}
+	}
+	return s.cert, nil
 }
 
 // Addr is the address the server listens on.

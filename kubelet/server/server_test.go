@@ -177,6 +177,19 @@ func TestServer(t *testing.T) {
 			t.Errorf("%s = %d %q, want %q", path, code, body, want)
 		}
 	}
+	// Log answers are flushed as they are written (chunked, no Content-Length), as upstream's: the API
+	// server's WebSocket log stream needs the body's bytes apart from its end.
+	for _, path := range []string{"/containerLogs/default/web/app", "/containerLogs/kube-system/kube-scheduler-n1/kube-scheduler"} {
+		resp, err := c.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ContentLength != -1 || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+			t.Errorf("%s: Content-Length %d, Transfer-Encoding %v; want a chunked answer", path, resp.ContentLength, resp.TransferEncoding)
+		}
+	}
 	if code, body := get("/containerLogs/kube-system/kube-scheduler-n1/kube-scheduler?previous=true"); code != 400 || !strings.Contains(body, "previous") {
 		t.Errorf("previous logs of a process pod = %d %q", code, body)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -106,6 +107,13 @@ func (s *Server) summary(ctx context.Context) (*statsapi.Summary, error) {
 		}
 		ps.CPU = &statsapi.CPUStats{Time: now, UsageNanoCores: ptr(cpuNano), UsageCoreNanoSeconds: ptr(cpuCore)}
 		ps.Memory = &statsapi.MemoryStats{Time: now, WorkingSetBytes: ptr(wss), UsageBytes: ptr(usage), RSSBytes: ptr(rss)}
+		if s.cfg.PodCgroupStats != nil {
+			if cs, ok := s.cfg.PodCgroupStats(types.UID(uid)); ok {
+				ps.CPU.UsageCoreNanoSeconds = ptr(cs.CPUUsageNanos)
+				ps.Memory = &statsapi.MemoryStats{Time: now, WorkingSetBytes: ptr(cs.MemoryWorkingSet),
+					UsageBytes: ptr(cs.MemoryUsage), RSSBytes: ptr(cs.MemoryRSS)}
+			}
+		}
 		sum.Pods = append(sum.Pods, ps)
 	}
 	if sum.Pods == nil {

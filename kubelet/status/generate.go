@@ -81,7 +81,9 @@ func Generate(in Input) v1.PodStatus {
 		oldByName[cs.Name] = cs
 	}
 	for _, c := range pod.Spec.InitContainers {
-		cs := containerStatus(&c, rs, in.Waiting, oldByName[c.Name], ContainerCreating)
+		// A pod with init containers shows its not yet created ones as PodInitializing, as upstream's
+		// default waiting state.
+		cs := containerStatus(&c, rs, in.Waiting, oldByName[c.Name], PodInitializing)
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 && !kuberuntime.IsRestartableInit(&c) {
 			cs.Ready = true
 		}

@@ -103,11 +103,17 @@ func TestGeneratePhasesAndStates(t *testing.T) {
 
 func TestGenerateInitAndTransitionTimes(t *testing.T) {
 	p := pod(v1.RestartPolicyAlways, "app")
-	p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img"}}
+	p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img"}, {Name: "init2", Image: "img"}}
 	s := gen(p, rt(cs("init", running, 0, "", 0, 0)), nil)
 	if s.Phase != v1.PodPending || cond(s, v1.PodInitialized) != v1.ConditionFalse || s.ContainerStatuses[0].State.Waiting.Reason != PodInitializing {
 		t.Errorf("initializing: %s %+v %+v", s.Phase, s.Conditions, s.ContainerStatuses)
 	}
+	// A later init container not created yet waits as PodInitializing, as upstream.
+	if w := s.InitContainerStatuses[1].State.Waiting; w == nil || w.Reason != PodInitializing {
+		t.Errorf("second init container: %+v, want waiting PodInitializing", s.InitContainerStatuses[1].State)
+	}
+	p.Spec.InitContainers = p.Spec.InitContainers[:1]
+	s = gen(p, rt(cs("init", running, 0, "", 0, 0)), nil)
 	s2 := Generate(Input{Pod: p, Old: s, Runtime: rt(cs("init", exited, 0, "Completed", 0, time.Second), cs("app", running, 0, "", 0, 0)),
 		Now: time.Unix(4000, 0), Probe: func(st *v1.PodStatus) { st.ContainerStatuses[0].Ready = true }})
 	if cond(s2, v1.PodInitialized) != v1.ConditionTrue || !s2.InitContainerStatuses[0].Ready || s2.Phase != v1.PodRunning {

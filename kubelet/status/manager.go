@@ -141,7 +141,7 @@ func (m *Manager) write(ctx context.Context, uid types.UID, target *v1.Pod, stat
 		m.mu.Unlock()
 		return fmt.Errorf("patch status of pod %s/%s: %w", target.Namespace, target.Name, err)
 	}
-	m.log.Debug("pod status written", "pod", target.Namespace+"/"+target.Name, "phase", status.Phase)
+	m.log.Debug("pod status written", "pod", target.Namespace+"/"+target.Name, "phase", status.Phase, "ready", isReady(&status))
 	return nil
 }
 
@@ -199,4 +199,14 @@ func (m *Manager) FinishDeletion(ctx context.Context, pod *v1.Pod) error {
 	}
 	m.log.Info("pod deletion finished", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	return nil
+}
+
+// isReady reports whether status has the Ready condition True.
+func isReady(status *v1.PodStatus) bool {
+	for _, c := range status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -26,18 +26,27 @@ const (
 // mix of old and new files, as upstream's AtomicWriter does: the files are written into a fresh
 // timestamped directory "..<timestamp>", the symlink "..data" is swapped to it with a rename, and each
 // top-level name in dir is a symlink into "..data". Unchanged payloads write nothing. Payload paths must
-// be relative, without "..", and not start with "..".
-func writeAtomic(dir string, payload map[string]File) error {
+// be relative, without "..", and not start with "..". A non-nil gid is the pod's fsGroup: the volume's
+// files and directories then belong to that group, files with at least mode 0440 (setOwnership, before
+// the new files become visible, as upstream's AtomicWriter runs SetVolumeOwnership).
+func writeAtomic(dir string, payload map[string]File, gid *int64) error {
 	for p := range payload {
 		if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "..") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
 			return fmt.Errorf("volume file path %q must be relative and must not contain '..'", p)
 		}
 	}
+	if gid != nil {
+		grouped := make(map[string]File, len(payload))
+		for p, f := range payload {
+			grouped[p] = File{Data: f.Data, Mode: groupMode(f.Mode, true)}
+		}
+		payload = grouped
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	oldTS, _ := os.Readlink(filepath.Join(dir, dataDirName))
-	if oldTS != "" && sameContent(filepath.Join(dir, oldTS), payload) {
+	if oldTS != "" && sameContent(filepath.Join(dir, oldTS), payload, gid) {
 		return nil
 	}
 	tsDir, err := os.MkdirTemp(dir, time.Now().UTC().Format("..2006_01_02_15_04_05."))
@@ -56,6 +65,11 @@ func writeAtomic(dir string, payload map[string]File) error {
 			return err
 		}
 		if err := os.Chmod(full, f.Mode); err != nil {
+			return err
+		}
+	}
+	if gid != nil {
+		if err := setOwnership(dir, *gid, true); err != nil {
 			return err
 		}
 	}
@@ -98,8 +112,8 @@ func writeAtomic(dir string, payload map[string]File) error {
 	return nil
 }
 
-// sameContent reports whether dir holds exactly payload.
-func sameContent(dir string, payload map[string]File) bool {
+// sameContent reports whether dir holds exactly payload, its files in group gid when gid is set.
+func sameContent(dir string, payload map[string]File, gid *int64) bool {
 	n := 0
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -111,7 +125,7 @@ func sameContent(dir string, payload map[string]File) bool {
 			return errors.New("extra")
 		}
 		st, err := d.Info()
-		if err != nil || st.Mode().Perm() != f.Mode.Perm() {
+		if err != nil || st.Mode().Perm() != f.Mode.Perm() || !hasGroup(st, gid) {
 			return errors.New("mode")
 		}
 		b, err := os.ReadFile(p)

@@ -4,12 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("1"), Mode: 0o644}, "sub/b": {Data: []byte("2"), Mode: 0o600}}); err != nil {
+	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("1"), Mode: 0o644}, "sub/b": {Data: []byte("2"), Mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	read := func(p string) string {
@@ -30,14 +31,14 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("mode %v", st.Mode().Perm())
 	}
 	// Unchanged payload: nothing rewritten.
-	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("1"), Mode: 0o644}, "sub/b": {Data: []byte("2"), Mode: 0o600}}); err != nil {
+	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("1"), Mode: 0o644}, "sub/b": {Data: []byte("2"), Mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.Readlink(filepath.Join(dir, "..data")); again != first {
 		t.Errorf("unchanged payload swapped ..data")
 	}
 	// Changed payload: swapped, removed key gone, old dir removed.
-	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("new"), Mode: 0o644}}); err != nil {
+	if err := writeAtomic(dir, map[string]File{"a": {Data: []byte("new"), Mode: 0o644}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if read("a") != "new" {
@@ -50,8 +51,39 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("old data dir still there")
 	}
 	for _, bad := range []string{"../x", "/abs", "..hidden", "a/../../b"} {
-		if err := writeAtomic(dir, map[string]File{bad: {Data: nil, Mode: 0o644}}); err == nil {
+		if err := writeAtomic(dir, map[string]File{bad: {Data: nil, Mode: 0o644}}, nil); err == nil {
 			t.Errorf("path %q accepted", bad)
 		}
+	}
+}
+
+// TestWriteAtomicFSGroup: with an fsGroup the files and directories belong to that group, files get at
+// least 0440, directories setgid and the group's search bits (upstream's SetVolumeOwnership), and a
+// rewrite of the same payload leaves the timestamped directory in place.
+func TestWriteAtomicFSGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another group needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "vol")
+	gid := int64(4321)
+	payload := map[string]File{"a": {Data: []byte("1"), Mode: 0o400}, "sub/b": {Data: []byte("2"), Mode: 0o644}}
+	if err := writeAtomic(dir, payload, &gid); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{"a": 0o440, "sub/b": 0o644, "sub": 0o755 | os.ModeDir | os.ModeSetgid, ".": 0o755 | os.ModeDir | os.ModeSetgid} {
+		st, err := os.Stat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := st.Sys().(*syscall.Stat_t).Gid; int64(g) != gid || st.Mode() != want {
+			t.Errorf("%s: group %d mode %v, want group %d mode %v", p, g, st.Mode(), gid, want)
+		}
+	}
+	first, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := writeAtomic(dir, payload, &gid); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.Readlink(filepath.Join(dir, "..data")); again != first {
+		t.Errorf("same payload rewritten: ..data %q -> %q", first, again)
 	}
 }

@@ -18,7 +18,7 @@ func TestSubPath(t *testing.T) {
 		t.Skip("bind mounts need root")
 	}
 	root := t.TempDir()
-	m := New(filepath.Join(root, "kubelet"), "node", nil, slog.Default())
+	m := New(filepath.Join(root, "kubelet"), "node", nil, nil, slog.Default())
 	vol := filepath.Join(root, "vol")
 	host := filepath.Join(root, "host")
 	for _, d := range []string{vol, host, filepath.Join(vol, "real")} {

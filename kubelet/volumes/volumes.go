@@ -20,7 +20,6 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -41,15 +40,26 @@ type Manager struct {
 	root     string
 	nodeName string
 	client   kubernetes.Interface
+	objects  Objects
 	log      *slog.Logger
 	tokens   *tokens
+	// NodeAllocatable returns the node's allocatable resources (nil: unknown), which a downwardAPI
+	// resourceFieldRef of a limit the container does not set reports, as upstream (optional).
+	NodeAllocatable func() v1.ResourceList
+}
+
+// Objects reads the ConfigMaps and Secrets that volumes project (kubelet/objectcache.Manager, a
+// watch-based cache, implements it). Errors are the API's (NotFound for a missing object).
+type Objects interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
 // New returns a Manager keeping pod directories below root (the kubelet's --root-dir) for the pods of
-// Node nodeName; client reads configMaps, secrets, claims, their volumes and the Node (whose labels a
-// volume's node affinity must admit) and requests service account tokens.
-func New(root, nodeName string, client kubernetes.Interface, log *slog.Logger) *Manager {
-	return &Manager{root: root, nodeName: nodeName, client: client, log: log, tokens: newTokens(client)}
+// Node nodeName; objects reads configMaps and secrets; client reads claims, their volumes and the Node
+// (whose labels a volume's node affinity must admit) and requests service account tokens.
+func New(root, nodeName string, client kubernetes.Interface, objects Objects, log *slog.Logger) *Manager {
+	return &Manager{root: root, nodeName: nodeName, client: client, objects: objects, log: log, tokens: newTokens(client)}
 }
 
 // PodDir is <root>/pods/<uid>.
@@ -93,9 +103,13 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 			if src.EmptyDir.SizeLimit != nil {
 				size = src.EmptyDir.SizeLimit.Value()
 			}
-			return dir, mountTmpfs(dir, size)
+			// The tmpfs root is the emptyDir: world-writable like the on-disk one (upstream's emptyDir
+			// is 0777; a tmpfs it mounts has the kernel's default 1777).
+			if err := mountTmpfs(dir, size, "1777"); err != nil {
+				return "", err
+			}
 		}
-		return dir, nil
+		return dir, ownEmptyDir(dir, fsGroup(pod))
 	case src.HostPath != nil:
 		return src.HostPath.Path, checkHostPath(src.HostPath)
 	case src.PersistentVolumeClaim != nil:
@@ -106,7 +120,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 			return "", err
 		}
 		dir := m.volumeDir(pod.UID, pluginConfigMap, vol.Name)
-		return dir, writeAtomic(dir, files)
+		return dir, writeAtomic(dir, files, fsGroup(pod))
 	case src.Secret != nil:
 		files, err := m.secretFiles(ctx, pod.Namespace, src.Secret.SecretName, src.Secret.Items, src.Secret.DefaultMode, src.Secret.Optional)
 		if err != nil {
@@ -116,17 +130,17 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		if err := mountTmpfs(dir, 0); err != nil {
+		if err := mountTmpfs(dir, 0, "0755"); err != nil {
 			return "", err
 		}
-		return dir, writeAtomic(dir, files)
+		return dir, writeAtomic(dir, files, fsGroup(pod))
 	case src.DownwardAPI != nil:
-		files, err := downwardFiles(pod, src.DownwardAPI.Items, src.DownwardAPI.DefaultMode)
+		files, err := m.downwardFiles(pod, src.DownwardAPI.Items, src.DownwardAPI.DefaultMode)
 		if err != nil {
 			return "", err
 		}
 		dir := m.volumeDir(pod.UID, pluginDownward, vol.Name)
-		return dir, writeAtomic(dir, files)
+		return dir, writeAtomic(dir, files, fsGroup(pod))
 	case src.Projected != nil:
 		files, err := m.projectedFiles(ctx, pod, src.Projected)
 		if err != nil {
@@ -136,12 +150,30 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (strin
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		if err := mountTmpfs(dir, 0); err != nil {
+		if err := mountTmpfs(dir, 0, "0755"); err != nil {
 			return "", err
 		}
-		return dir, writeAtomic(dir, files)
+		return dir, writeAtomic(dir, files, fsGroup(pod))
 	}
 	return "", errors.New("unsupported volume type (supported: emptyDir, hostPath, persistentVolumeClaim, configMap, secret, downwardAPI, projected)")
+}
+
+// ownEmptyDir gives an emptyDir's root the pod's fsGroup (gid nil: nothing), group-writable with setgid
+// so that what the pod's containers create in it belongs to that group, as upstream's emptyDir runs
+// SetVolumeOwnership when it sets the volume up. Only the root is changed: the directory is new, and
+// the files the pod writes later keep the modes it gives them across syncs.
+func ownEmptyDir(dir string, gid *int64) error {
+	if gid == nil {
+		return nil
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Lchown(dir, -1, int(*gid)); err != nil {
+		return err
+	}
+	return os.Chmod(dir, groupMode(info.Mode(), false)|os.ModeSetgid|execMask)
 }
 
 // checkHostPath applies the hostPath type (Kubernetes "hostPath volume types").
@@ -203,12 +235,13 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 	return nil
 }
 
-// mountTmpfs mounts a tmpfs on dir unless one is there; size 0 means the kernel default.
-func mountTmpfs(dir string, size int64) error {
+// mountTmpfs mounts a tmpfs with root directory mode perm (octal) on dir unless one is there; size 0
+// means the kernel default.
+func mountTmpfs(dir string, size int64, perm string) error {
 	if mounted, err := mountinfo.Mounted(dir); err == nil && mounted {
 		return nil
 	}
-	opts := "mode=0755"
+	opts := "mode=" + perm
 	if size > 0 {
 		opts += ",size=" + strconv.FormatInt(size, 10)
 	}
@@ -251,7 +284,7 @@ func keyFiles(data map[string][]byte, items []v1.KeyToPath, defMode os.FileMode,
 }
 
 func (m *Manager) configMapFiles(ctx context.Context, ns, name string, items []v1.KeyToPath, defMode *int32, opt *bool) (map[string]File, error) {
-	cm, err := m.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := m.objects.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) && optional(opt) {
 		return map[string]File{}, nil
 	}
@@ -269,7 +302,7 @@ func (m *Manager) configMapFiles(ctx context.Context, ns, name string, items []v
 }
 
 func (m *Manager) secretFiles(ctx context.Context, ns, name string, items []v1.KeyToPath, defMode *int32, opt *bool) (map[string]File, error) {
-	s, err := m.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	s, err := m.objects.GetSecret(ctx, ns, name)
 	if apierrors.IsNotFound(err) && optional(opt) {
 		return map[string]File{}, nil
 	}
@@ -279,7 +312,13 @@ func (m *Manager) secretFiles(ctx context.Context, ns, name string, items []v1.K
 	return keyFiles(s.Data, items, mode(defMode, v1.SecretVolumeSourceDefaultMode), optional(opt), fmt.Sprintf("secret %q", name))
 }
 
-func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32) (map[string]File, error) {
+// downwardFiles renders a downwardAPI volume's (or projected source's) items: field paths, and resource
+// fields of the named container with the node's allocatable as the default of unset limits.
+func (m *Manager) downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32) (map[string]File, error) {
+	var allocatable v1.ResourceList
+	if m.NodeAllocatable != nil {
+		allocatable = m.NodeAllocatable()
+	}
 	out := map[string]File{}
 	for _, it := range items {
 		var val string
@@ -292,7 +331,7 @@ func downwardFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defMode *int32
 			if c == nil {
 				return nil, fmt.Errorf("downwardAPI %q: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
 			}
-			val, err = fieldpath.Resource(c, it.ResourceFieldRef, nil)
+			val, err = fieldpath.Resource(c, it.ResourceFieldRef, allocatable)
 		default:
 			err = errors.New("needs fieldRef or resourceFieldRef")
 		}
@@ -322,7 +361,7 @@ func (m *Manager) projectedFiles(ctx context.Context, pod *v1.Pod, p *v1.Project
 		case s.Secret != nil:
 			err = merge(m.secretFiles(ctx, pod.Namespace, s.Secret.Name, s.Secret.Items, &dm, s.Secret.Optional))
 		case s.DownwardAPI != nil:
-			err = merge(downwardFiles(pod, s.DownwardAPI.Items, &dm))
+			err = merge(m.downwardFiles(pod, s.DownwardAPI.Items, &dm))
 		case s.ServiceAccountToken != nil:
 			err = merge(m.tokenFile(ctx, pod, s.ServiceAccountToken, def))
 		default:

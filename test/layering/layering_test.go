@@ -35,6 +35,7 @@ var floors = map[string]int{
 	"cni":          1,
 	"kubelet":      2,
 	"proxy":        2,
+	"podroutes":    2,
 	"crictl":       2,
 	"explain":      2,
 	"controlplane": 2,
@@ -61,6 +62,7 @@ var never = []struct {
 }{
 	{"kubelet", "controlplane", "the node talks to the control plane only over the API"},
 	{"proxy", "controlplane", "the node talks to the control plane only over the API"},
+	{"podroutes", "controlplane", "the node talks to the control plane only over the API"},
 	{"crictl", "controlplane", "the node talks to the control plane only over the API"},
 	{"cni", "controlplane", "the node talks to the control plane only over the API"},
 	{"runtime", "controlplane", "the runtime knows nothing of the control plane"},

@@ -28,6 +28,7 @@ func Register(s *runtime.Scheme) {
 	registerFlowcontrol(s)
 	registerScheduling(s)
 	registerNetworking(s)
+	registerAutoscaling(s)
 	s.AddTypeDefaultingFunc(&rbacv1.RoleBinding{}, func(o any) {
 		b := o.(*rbacv1.RoleBinding)
 		Binding(&b.RoleRef, b.Subjects)

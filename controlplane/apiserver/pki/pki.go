@@ -207,11 +207,14 @@ func (ca *CA) SignRequest(req *x509.CertificateRequest, usage x509.KeyUsage, ext
 	return ca.sign(tmpl, req.PublicKey, ttl)
 }
 
-// sign completes tmpl (serial, validity, no CA rights) and signs pub with the CA key.
+// sign completes tmpl (serial, validity, no CA rights) and signs pub with the CA key. NotBefore is
+// backdated for clock skew by clockSkewAllowed, or a tenth of ttl when that is less: a rotating client
+// (client-go's certificate manager) renews at 70–90 % of NotBefore..NotAfter, which a backdate longer
+// than the lifetime itself would put in the past, renewing again at once.
 func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey, ttl time.Duration) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-clockSkewAllowed)
+	tmpl.NotBefore = now.Add(-min(clockSkewAllowed, ttl/10))
 	tmpl.NotAfter = now.Add(ttl)
 	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter

@@ -1,9 +1,11 @@
 // Package satoken issues and verifies service account tokens: ES256 JWTs signed with the control plane's
 // service account key (<pki>/sa.key), carrying the claims Kubernetes' TokenRequest API defines (iss, sub
-// system:serviceaccount:<ns>:<name>, aud, exp, iat, nbf and the kubernetes.io claim naming the namespace,
-// the service account and the pod the token is bound to). Verified tokens authenticate as the service
-// account: user system:serviceaccount:<ns>:<name>, groups system:serviceaccounts and
-// system:serviceaccounts:<ns>.
+// system:serviceaccount:<ns>:<name>, aud, exp, iat, nbf, a random jti and the kubernetes.io claim naming
+// the namespace, the service account, the pod the token is bound to and that pod's node). Verified
+// tokens authenticate as the service account: user system:serviceaccount:<ns>:<name>, groups
+// system:serviceaccounts and system:serviceaccounts:<ns>, and upstream's extra items:
+// authentication.kubernetes.io/credential-id "JTI=<jti>", and for a pod-bound token pod-name,
+// pod-uid, node-name and node-uid.
 package satoken
 
 import (
@@ -21,12 +23,14 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	k8sjwt "k8s.io/apiserver/pkg/authentication/token/jwt"
 )
 
 // DefaultIssuer is the iss claim and the default audience, as kube-apiserver's default.
@@ -58,16 +62,20 @@ const DeletionGrace = 60 * time.Second
 // deleted, or was recreated under the same name (another UID).
 var ErrInvalidated = errors.New("token has been invalidated")
 
-// BoundObject is the pod a token is bound to (optional).
+// BoundObject is the pod a token is bound to (optional), and the node it is scheduled to (NodeName
+// empty: none; NodeUID empty: the node was not found), embedded as upstream's node claim.
 type BoundObject struct {
-	Name string
-	UID  types.UID
+	Name     string
+	UID      types.UID
+	NodeName string
+	NodeUID  types.UID
 }
 
 type kubernetesClaim struct {
 	Namespace      string `json:"namespace"`
 	ServiceAccount ref    `json:"serviceaccount"`
 	Pod            *ref   `json:"pod,omitempty"`
+	Node           *ref   `json:"node,omitempty"`
 }
 
 type ref struct {
@@ -120,13 +128,19 @@ func (i *Issuer) Issue(namespace, name string, uid types.UID, pod *BoundObject, 
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: i.Issuer, Subject: serviceaccount.MakeUsername(namespace, name), Audience: audiences,
 			ExpiresAt: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now),
+			ID: uuid.NewString(),
 		},
 		Kubernetes: kubernetesClaim{Namespace: namespace, ServiceAccount: ref{Name: name, UID: uid}},
 	}
 	if pod != nil {
 		c.Kubernetes.Pod = &ref{Name: pod.Name, UID: pod.UID}
+		if pod.NodeName != "" {
+			c.Kubernetes.Node = &ref{Name: pod.NodeName, UID: pod.NodeUID}
+		}
 	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, c).SignedString(i.key)
+	t := jwt.NewWithClaims(jwt.SigningMethodES256, c)
+	t.Header["kid"] = i.KeyID()
+	tok, err := t.SignedString(i.key)
 	return tok, exp, err
 }
 
@@ -154,8 +168,17 @@ func (i *Issuer) AuthenticateToken(ctx context.Context, token string) (*authenti
 			return nil, false, err
 		}
 	}
-	return &authenticator.Response{Audiences: authenticator.Audiences(c.Audience),
-		User: serviceaccount.UserInfo(ns, name, string(c.Kubernetes.ServiceAccount.UID))}, true, nil
+	info := serviceaccount.ServiceAccountInfo{Namespace: ns, Name: name, UID: string(c.Kubernetes.ServiceAccount.UID)}
+	if c.ID != "" {
+		info.CredentialID = k8sjwt.CredentialIDForJTI(c.ID)
+	}
+	if p := c.Kubernetes.Pod; p != nil {
+		info.PodName, info.PodUID = p.Name, string(p.UID)
+	}
+	if n := c.Kubernetes.Node; n != nil {
+		info.NodeName, info.NodeUID = n.Name, string(n.UID)
+	}
+	return &authenticator.Response{Audiences: authenticator.Audiences(c.Audience), User: info.UserInfo()}, true, nil
 }
 
 // validate checks the service account and the bound pod of claim k against storage.

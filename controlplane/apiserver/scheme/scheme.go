@@ -3,7 +3,9 @@
 //
 // nodekit has no internal API types. Each served external type is registered a second time under its
 // group's internal version (runtime.APIVersionInternal), so the generic REST handlers, which decode to the
-// internal "hub" version, convert by only re-setting the kind. Storage encodes back to the external version
+// internal "hub" version, convert by only re-setting the kind. The one kind served in two versions with
+// different Go types, autoscaling/v1 and v2 HorizontalPodAutoscalers, has v2's type as its hub and
+// the conversions of package conversion between them. Storage encodes back to the external version
 // as JSON, which is what `etcdctl get /registry/...` prints.
 package scheme
 
@@ -17,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,6 +43,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	apiconversion "github.com/nodekit/nodekit/controlplane/apiserver/conversion"
 	"github.com/nodekit/nodekit/controlplane/apiserver/defaults"
 )
 
@@ -50,10 +54,12 @@ var (
 	Codecs = serializer.NewCodecFactory(Scheme)
 	// ParameterCodec decodes query parameters (ListOptions, DeleteOptions...).
 	ParameterCodec = runtime.NewParameterCodec(Scheme)
-	// GroupVersions are the served external versions, one per group; storage encodes to these.
+	// GroupVersions are the served external versions, one per group but autoscaling (v2, the storage
+	// and preferred version of HorizontalPodAutoscalers, then v1 for them and the Scale subresource
+	// kind); storage encodes to the first version of an object's group.
 	GroupVersions = schema.GroupVersions{
 		corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion,
-		discoveryv1.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
+		discoveryv1.SchemeGroupVersion, autoscalingv2.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion, policyv1.SchemeGroupVersion,
 		authenticationv1.SchemeGroupVersion, certificatesv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion,
 		eventsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion, rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
 		admissionregistrationv1.SchemeGroupVersion, storagev1.SchemeGroupVersion, nodev1.SchemeGroupVersion, svmv1.SchemeGroupVersion,
@@ -64,7 +70,7 @@ var (
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
-		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
+		discoveryv1.AddToScheme, autoscalingv2.AddToScheme, autoscalingv1.AddToScheme, policyv1.AddToScheme,
 		authenticationv1.AddToScheme, certificatesv1.AddToScheme, networkingv1.AddToScheme, eventsv1.AddToScheme,
 		batchv1.AddToScheme, rbacv1.AddToScheme, authorizationv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		storagev1.AddToScheme, nodev1.AddToScheme, svmv1.AddToScheme, schedulingv1.AddToScheme, flowcontrolv1.AddToScheme,
@@ -80,14 +86,18 @@ func init() {
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
 	utilruntime.Must(addFieldLabels(Scheme))
 	utilruntime.Must(addParamConversions(Scheme))
+	utilruntime.Must(apiconversion.RegisterAutoscaling(Scheme))
 	defaults.Register(Scheme)
 }
 
-// registerHub registers gv's own (non-meta) kinds again under gv's internal version.
+// registerHub registers gv's own (non-meta) kinds again under gv's internal version. A kind already
+// there from an earlier version of the group (autoscaling/v1's HorizontalPodAutoscaler after v2's) keeps
+// that version's type as its hub: gv serves it through the conversions registered between the two
+// types (package conversion).
 func registerHub(gv schema.GroupVersion) {
 	hub := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
 	for kind, t := range Scheme.KnownTypes(gv) {
-		if strings.HasPrefix(t.PkgPath(), "k8s.io/apimachinery/") {
+		if strings.HasPrefix(t.PkgPath(), "k8s.io/apimachinery/") || Scheme.Recognizes(hub.WithKind(kind)) {
 			continue
 		}
 		obj := reflect.New(t).Interface().(runtime.Object)
@@ -121,7 +131,34 @@ var fieldLabels = map[schema.GroupVersionKind][]string{
 	certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"): {"spec.signerName"},
 }
 
+// eventsV1FieldLabels maps the field selectors of events.k8s.io/v1 Events to the core/v1 Event fields
+// their shared storage selects on, as kube-apiserver does (pkg/apis/events/v1/conversion.go):
+// regarding.* is involvedObject.*, reportingController is reportingComponent.
+var eventsV1FieldLabels = map[string]string{
+	"metadata.name":             "metadata.name",
+	"metadata.namespace":        "metadata.namespace",
+	"reason":                    "reason",
+	"type":                      "type",
+	"reportingController":       "reportingComponent",
+	"regarding.kind":            "involvedObject.kind",
+	"regarding.namespace":       "involvedObject.namespace",
+	"regarding.name":            "involvedObject.name",
+	"regarding.uid":             "involvedObject.uid",
+	"regarding.apiVersion":      "involvedObject.apiVersion",
+	"regarding.resourceVersion": "involvedObject.resourceVersion",
+	"regarding.fieldPath":       "involvedObject.fieldPath",
+}
+
 func addFieldLabels(s *runtime.Scheme) error {
+	if err := s.AddFieldLabelConversionFunc(eventsv1.SchemeGroupVersion.WithKind("Event"),
+		func(label, value string) (string, string, error) {
+			if mapped, ok := eventsV1FieldLabels[label]; ok {
+				return mapped, value, nil
+			}
+			return "", "", fmt.Errorf("field label not supported: %s (kind Event)", label)
+		}); err != nil {
+		return err
+	}
 	for gvk, labels := range fieldLabels {
 		allowed := append([]string{"metadata.name", "metadata.namespace"}, labels...)
 		if err := s.AddFieldLabelConversionFunc(gvk, func(label, value string) (string, string, error) {

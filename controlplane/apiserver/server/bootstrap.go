@@ -38,8 +38,11 @@ type bootstrap struct {
 	caPEM        []byte
 }
 
+// run retries ensure every second until it succeeds or the server stops: /readyz reports the hook not
+// ready meanwhile. It has no deadline, so a slow machine (an emulated VM, a loaded host) whose storage
+// answers late gets a server that becomes ready late instead of one that exits and starts over.
 func (b *bootstrap) run(hc genericapiserver.PostStartHookContext) error {
-	return wait.PollUntilContextTimeout(hc.Context, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextCancel(hc.Context, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := b.ensure(ctx); err != nil {
 			slog.Warn("apiserver bootstrap: retrying", "err", err)
 			return false, nil

@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -30,6 +32,7 @@ import (
 	svmv1 "k8s.io/api/storagemigration/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
@@ -63,6 +66,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/apps"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authentication"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/authorization"
+	autoscalingregistry "github.com/nodekit/nodekit/controlplane/apiserver/registry/autoscaling"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/batch"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/certificates"
 	"github.com/nodekit/nodekit/controlplane/apiserver/registry/events"
@@ -235,7 +239,7 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	authenticationStorage := authentication.NewStorage(cfg.Authentication.Authenticator, saTokens.APIAudiences)
 	genericapiserver.AuthorizeClientBearerToken(cfg.LoopbackClientConfig, &cfg.Authentication, &cfg.Authorization)
-	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), saTokens)
+	core["serviceaccounts/token"] = serviceaccount.NewTokenREST(core["serviceaccounts"].(rest.Getter), core["pods"].(rest.Getter), nodeStore, saTokens)
 	coordination, err := plain.Coordination(getter)
 	if err != nil {
 		return nil, nil, err
@@ -254,11 +258,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	if err != nil {
 		return nil, nil, err
 	}
+	autoscalingStorage, err := autoscalingregistry.NewStorage(getter)
+	if err != nil {
+		return nil, nil, err
+	}
 	policyStorage, pdbStore, err := policy.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
 	}
-	core["pods/eviction"] = pod.NewEvictionREST(podStore, pdbStore, policyStorage["poddisruptionbudgets/status"].(rest.Updater))
+	core["pods/eviction"] = pod.NewEvictionREST(podStore, core["pods/status"].(rest.Updater), pdbStore, policyStorage["poddisruptionbudgets/status"].(rest.Updater))
 	csrStorage, err := certificates.NewStorage(getter)
 	if err != nil {
 		return nil, nil, err
@@ -358,6 +366,15 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 		g.VersionedResourcesStorageMap["v1"] = storage
 		groups = append(groups, &g)
 	}
+	{
+		// autoscaling: HorizontalPodAutoscalers in v2 (preferred, stored) and v1 (converted, package
+		// conversion), as kube-apiserver; v1 is also the Scale kind of the /scale subresources
+		g := genericapiserver.NewDefaultAPIGroupInfo(autoscalingv2.GroupName, scheme.Scheme, scheme.ParameterCodec, scheme.Codecs)
+		g.PrioritizedVersions = []schema.GroupVersion{autoscalingv2.SchemeGroupVersion, autoscalingv1.SchemeGroupVersion}
+		g.VersionedResourcesStorageMap[autoscalingv2.SchemeGroupVersion.Version] = autoscalingStorage
+		g.VersionedResourcesStorageMap[autoscalingv1.SchemeGroupVersion.Version] = autoscalingStorage
+		groups = append(groups, &g)
+	}
 	var scraper *metrics.Scraper
 	if !opts.DisableMetrics {
 		// metrics.k8s.io served by the API server itself, from the kubelets' /stats/summary (docs/metrics.md)
@@ -378,6 +395,13 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	}
 	b := &bootstrap{core: core, slices: disc["endpointslices"], kubernetesIP: kubernetesIP.String(), advertise: opts.AdvertiseAddress, port: port, caPEM: certs.ca.CertPEM}
 	gs.AddPostStartHookOrDie("nodekit-bootstrap", b.run)
+	discovery, err := saTokens.DiscoveryHandlers("https://" + cfg.ExternalAddress + satoken.JWKSPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	for path, h := range discovery {
+		gs.Handler.NonGoRestfulMux.Handle(path, h)
+	}
 	if scraper != nil {
 		gs.AddPostStartHookOrDie("nodekit-metrics-scraper", func(hc genericapiserver.PostStartHookContext) error {
 			go scraper.Run(hc.Context)

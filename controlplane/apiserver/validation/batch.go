@@ -31,9 +31,9 @@ func notSupported(p *field.Path, value any) *field.Error {
 // Job validates a batch/v1 Job on create: the counts the controller honours (parallelism, completions,
 // backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished), completionMode (Indexed needs
 // completions, at most 100000), podReplacementPolicy, the selector/template match, a template
-// restartPolicy of OnFailure or Never, and refuses the fields nodekit does not implement
-// (podFailurePolicy, backoffLimitPerIndex, maxFailedIndexes, successPolicy, scheduling, a foreign
-// managedBy).
+// restartPolicy of OnFailure or Never, successPolicy and podFailurePolicy (see successPolicy and
+// podFailurePolicy), backoffLimitPerIndex and maxFailedIndexes (see backoffLimitPerIndex), and refuses
+// the fields nodekit does not implement (scheduling, a foreign managedBy).
 func Job(j *batchv1.Job) field.ErrorList {
 	errs := Subdomain(&j.ObjectMeta)
 	errs = append(errs, JobSpec(&j.Spec, specPath)...)
@@ -60,21 +60,18 @@ func JobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 	nonNegative("parallelism", s.Parallelism)
 	nonNegative("completions", s.Completions)
 	nonNegative("backoffLimit", s.BackoffLimit)
+	nonNegative("backoffLimitPerIndex", s.BackoffLimitPerIndex)
+	nonNegative("maxFailedIndexes", s.MaxFailedIndexes)
 	nonNegative("ttlSecondsAfterFinished", s.TTLSecondsAfterFinished)
 	if s.ActiveDeadlineSeconds != nil && *s.ActiveDeadlineSeconds <= 0 {
 		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *s.ActiveDeadlineSeconds, "must be greater than 0"))
 	}
 	if s.PodFailurePolicy != nil {
-		errs = append(errs, notSupported(p.Child("podFailurePolicy"), "podFailurePolicy"))
+		errs = append(errs, podFailurePolicy(s, p)...)
 	}
-	if s.BackoffLimitPerIndex != nil {
-		errs = append(errs, notSupported(p.Child("backoffLimitPerIndex"), *s.BackoffLimitPerIndex))
-	}
-	if s.MaxFailedIndexes != nil {
-		errs = append(errs, notSupported(p.Child("maxFailedIndexes"), *s.MaxFailedIndexes))
-	}
+	errs = append(errs, backoffLimitPerIndex(s, p)...)
 	if s.SuccessPolicy != nil {
-		errs = append(errs, notSupported(p.Child("successPolicy"), "successPolicy"))
+		errs = append(errs, successPolicy(s, p.Child("successPolicy"))...)
 	}
 	if s.Scheduling != nil {
 		errs = append(errs, notSupported(p.Child("scheduling"), "scheduling"))
@@ -114,7 +111,8 @@ func JobSpec(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
 }
 
 // JobUpdate validates an update of a Job: the spec rules of Job, and the immutable fields (selector,
-// template, completions, completionMode, podReplacementPolicy, manualSelector, managedBy).
+// template, completions, completionMode, podReplacementPolicy, manualSelector, managedBy,
+// successPolicy, podFailurePolicy, backoffLimitPerIndex; maxFailedIndexes may change, as upstream).
 func JobUpdate(j, old *batchv1.Job) field.ErrorList {
 	errs := Job(j)
 	for _, f := range []struct {
@@ -128,8 +126,44 @@ func JobUpdate(j, old *batchv1.Job) field.ErrorList {
 		{"podReplacementPolicy", j.Spec.PodReplacementPolicy, old.Spec.PodReplacementPolicy},
 		{"manualSelector", j.Spec.ManualSelector, old.Spec.ManualSelector},
 		{"managedBy", j.Spec.ManagedBy, old.Spec.ManagedBy},
+		{"successPolicy", j.Spec.SuccessPolicy, old.Spec.SuccessPolicy},
+		{"podFailurePolicy", j.Spec.PodFailurePolicy, old.Spec.PodFailurePolicy},
+		{"backoffLimitPerIndex", j.Spec.BackoffLimitPerIndex, old.Spec.BackoffLimitPerIndex},
 	} {
 		errs = append(errs, apivalidation.ValidateImmutableField(f.new, f.old, specPath.Child(f.name))...)
+	}
+	return errs
+}
+
+// maxFailedIndexesLimit is the largest spec.maxFailedIndexes, as upstream's
+// maxFailedIndexesForIndexedJob.
+const maxFailedIndexesLimit = 100_000
+
+// backoffLimitPerIndex validates spec.backoffLimitPerIndex and spec.maxFailedIndexes of the Job spec
+// at p with upstream's messages: both only in Indexed completion mode, maxFailedIndexes only with
+// backoffLimitPerIndex, at most completions and at most 100000 (completions are at most 100000 in
+// Indexed mode here, so upstream's rules for more completions never apply).
+func backoffLimitPerIndex(s *batchv1.JobSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.MaxFailedIndexes != nil && s.BackoffLimitPerIndex == nil {
+		errs = append(errs, field.Required(p.Child("backoffLimitPerIndex"), "when maxFailedIndexes is specified"))
+	}
+	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
+		if s.BackoffLimitPerIndex != nil {
+			errs = append(errs, field.Invalid(p.Child("backoffLimitPerIndex"), *s.BackoffLimitPerIndex, "requires indexed completion mode"))
+		}
+		if s.MaxFailedIndexes != nil {
+			errs = append(errs, field.Invalid(p.Child("maxFailedIndexes"), *s.MaxFailedIndexes, "requires indexed completion mode"))
+		}
+		return errs
+	}
+	if m := s.MaxFailedIndexes; m != nil {
+		if s.Completions != nil && *m > *s.Completions {
+			errs = append(errs, field.Invalid(p.Child("maxFailedIndexes"), *m, "must be less than or equal to completions"))
+		}
+		if *m > maxFailedIndexesLimit {
+			errs = append(errs, field.Invalid(p.Child("maxFailedIndexes"), *m, fmt.Sprintf("must be less than or equal to %d", maxFailedIndexesLimit)))
+		}
 	}
 	return errs
 }

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -96,6 +97,47 @@ func Secret(s *corev1.Secret) field.ErrorList {
 	return errs
 }
 
+// ConfigMapUpdate validates an update of old to cm as upstream's ValidateConfigMapUpdate: once old is
+// immutable, immutable cannot be unset and data and binaryData cannot change (metadata still can);
+// then cm is validated as on create.
+func ConfigMapUpdate(cm, old *corev1.ConfigMap) field.ErrorList {
+	var errs field.ErrorList
+	if isTrue(old.Immutable) {
+		errs = append(errs, immutableSet(cm.Immutable)...)
+		if !equality.Semantic.DeepEqual(cm.Data, old.Data) {
+			errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+		}
+		if !equality.Semantic.DeepEqual(cm.BinaryData, old.BinaryData) {
+			errs = append(errs, field.Forbidden(field.NewPath("binaryData"), "field is immutable when `immutable` is set"))
+		}
+	}
+	return append(errs, ConfigMap(cm)...)
+}
+
+// SecretUpdate validates an update of old to s as upstream's ValidateSecretUpdate: type never changes;
+// once old is immutable, immutable cannot be unset and data cannot change; then s is validated as on
+// create.
+func SecretUpdate(s, old *corev1.Secret) field.ErrorList {
+	errs := apivalidation.ValidateImmutableField(s.Type, old.Type, field.NewPath("type"))
+	if isTrue(old.Immutable) {
+		errs = append(errs, immutableSet(s.Immutable)...)
+		if !equality.Semantic.DeepEqual(s.Data, old.Data) {
+			errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+		}
+	}
+	return append(errs, Secret(s)...)
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// immutableSet refuses clearing immutable on an object that had it set.
+func immutableSet(b *bool) field.ErrorList {
+	if isTrue(b) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set")}
+}
+
 func configKey(k string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, msg := range validation.IsConfigMapKey(k) {
@@ -107,11 +149,48 @@ func configKey(k string, p *field.Path) field.ErrorList {
 // ServiceAccount validates the name.
 func ServiceAccount(sa *corev1.ServiceAccount) field.ErrorList { return Subdomain(&sa.ObjectMeta) }
 
-// Event validates that the event names the object it is about.
+// Event validates a core/v1 Event (also what events.k8s.io/v1 writes) as upstream's legacy event
+// validation (k8s.io/kubernetes pkg/apis/core/validation ValidateEventCreate for core/v1): an event without
+// eventTime (the core/v1 form) has involvedObject.namespace equal to its own namespace, or, when that is
+// empty, lives in "default" or is cluster-scoped; an event with eventTime (the events.k8s.io form) names its
+// reportingController (a qualified name), reportingInstance, action and reason within upstream's
+// length limits, and an empty involvedObject.namespace only in default or kube-system.
 func Event(e *corev1.Event) field.ErrorList {
 	errs := Subdomain(&e.ObjectMeta)
-	if e.InvolvedObject.Kind == "" && e.InvolvedObject.Name == "" {
-		errs = append(errs, field.Required(field.NewPath("involvedObject"), "an event must name the object it is about"))
+	ns := field.NewPath("involvedObject", "namespace")
+	if e.EventTime.IsZero() {
+		if e.InvolvedObject.Namespace == "" {
+			if e.Namespace != metav1.NamespaceNone && e.Namespace != metav1.NamespaceDefault {
+				errs = append(errs, field.Invalid(ns, e.InvolvedObject.Namespace, "does not match event.namespace"))
+			}
+		} else if e.Namespace != e.InvolvedObject.Namespace {
+			errs = append(errs, field.Invalid(ns, e.InvolvedObject.Namespace, "does not match event.namespace"))
+		}
+		return errs
+	}
+	if e.InvolvedObject.Namespace == "" && e.Namespace != metav1.NamespaceDefault && e.Namespace != metav1.NamespaceSystem {
+		errs = append(errs, field.Invalid(ns, e.InvolvedObject.Namespace, "does not match event.namespace"))
+	}
+	required := func(name, value string, limit int) {
+		p := field.NewPath(name)
+		switch {
+		case value == "":
+			errs = append(errs, field.Required(p, ""))
+		case limit > 0 && len(value) > limit:
+			errs = append(errs, field.Invalid(p, "", fmt.Sprintf("can have at most %d characters", limit)))
+		}
+	}
+	required("reportingController", e.ReportingController, 0)
+	for _, msg := range validation.IsQualifiedName(e.ReportingController) {
+		if e.ReportingController != "" {
+			errs = append(errs, field.Invalid(field.NewPath("reportingController"), e.ReportingController, msg))
+		}
+	}
+	required("reportingInstance", e.ReportingInstance, 128)
+	required("action", e.Action, 128)
+	required("reason", e.Reason, 128)
+	if len(e.Message) > 1024 {
+		errs = append(errs, field.Invalid(field.NewPath("message"), "", "can have at most 1024 characters"))
 	}
 	return errs
 }

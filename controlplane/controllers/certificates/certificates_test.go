@@ -166,6 +166,11 @@ func TestSignerTTLAndUsages(t *testing.T) {
 			t.Errorf("ttl(%v) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
+	// A short --cluster-signing-duration caps every request, the 10-minute floor included.
+	short := &Signer{duration: 30 * time.Second}
+	if got := short.ttl(sec(600)); got != 30*time.Second {
+		t.Errorf("ttl(600s) with a 30s maximum = %s, want 30s", got)
+	}
 	bits, ext, err := keyUsages(clientUsagesRSA)
 	if err != nil || bits != x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment || len(ext) != 1 || ext[0] != x509.ExtKeyUsageClientAuth {
 		t.Fatalf("keyUsages = %v %v %v", bits, ext, err)

@@ -19,8 +19,9 @@ import (
 	"github.com/nodekit/nodekit/internal/certutil"
 )
 
-// MinSigningDuration is the shortest lifetime the signer issues (spec.expirationSeconds below it is
-// raised to it), as kube-controller-manager's 10-minute floor.
+// MinSigningDuration is the shortest lifetime a request may ask for: spec.expirationSeconds below it is
+// raised to it (kube-controller-manager's 10-minute floor). The configured maximum is not bound by it
+// (as --cluster-signing-duration is not), so a test cluster can issue certificates of seconds.
 const MinSigningDuration = 10 * time.Minute
 
 // DefaultSigningDuration is the longest lifetime the signer issues when none is configured
@@ -49,16 +50,16 @@ var signers = map[string]func(*x509.CertificateRequest, []certificatesv1.KeyUsag
 }
 
 // NewSigner registers the signer on factory's CertificateSigningRequest informer. maxDuration caps the
-// certificates' lifetime (0: DefaultSigningDuration).
+// certificates' lifetime (0: DefaultSigningDuration; negative is an error).
 func NewSigner(client kubernetes.Interface, factory informers.SharedInformerFactory, ca Authority, maxDuration time.Duration, log *slog.Logger) (*Signer, error) {
 	if ca == nil {
 		return nil, fmt.Errorf("csrsigning: no certificate authority")
 	}
-	if maxDuration <= 0 {
-		maxDuration = DefaultSigningDuration
+	if maxDuration < 0 {
+		return nil, fmt.Errorf("csrsigning: --cluster-signing-duration %s: must not be negative", maxDuration)
 	}
-	if maxDuration < MinSigningDuration {
-		return nil, fmt.Errorf("csrsigning: signing duration %s is below the %s minimum", maxDuration, MinSigningDuration)
+	if maxDuration == 0 {
+		maxDuration = DefaultSigningDuration
 	}
 	inf := factory.Certificates().V1().CertificateSigningRequests()
 	s := &Signer{client: client, lister: inf.Lister(), ca: ca, duration: maxDuration}
@@ -69,7 +70,8 @@ func NewSigner(client kubernetes.Interface, factory informers.SharedInformerFact
 	return s, nil
 }
 
-// ttl is spec.expirationSeconds within [MinSigningDuration, the configured maximum], or the maximum.
+// ttl is spec.expirationSeconds raised to MinSigningDuration and capped at the configured maximum, or
+// the maximum.
 func (s *Signer) ttl(expirationSeconds *int32) time.Duration {
 	if expirationSeconds == nil {
 		return s.duration

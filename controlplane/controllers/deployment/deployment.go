@@ -28,6 +28,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/controllerref"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
 	"github.com/nodekit/nodekit/controlplane/controllers/workloop"
 	"github.com/nodekit/nodekit/internal/podspec"
@@ -70,7 +71,15 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 	}
 	byOwner := func(obj any) { c.EnqueueController("Deployment", obj) }
 	if _, err := factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: byOwner, UpdateFunc: func(_, o any) { byOwner(o) }, DeleteFunc: byOwner,
+		AddFunc: c.replicaSetSeen,
+		UpdateFunc: func(o, n any) {
+			// a changed controllerRef wakes the previous owner too (it lost a ReplicaSet)
+			if oldRS, ok := o.(*appsv1.ReplicaSet); ok && !equality.Semantic.DeepEqual(metav1.GetControllerOf(oldRS), controllerOf(n)) {
+				byOwner(o)
+			}
+			c.replicaSetSeen(n)
+		},
+		DeleteFunc: byOwner,
 	}); err != nil {
 		return nil, err
 	}
@@ -116,23 +125,22 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.Log().Warn("invalid selector, ignoring Deployment", "deployment", key, "err", err)
 		return nil
 	}
-	all, err := c.rsLister.ReplicaSets(ns).List(labels.Everything())
+	rss, err := c.claimReplicaSets(ctx, d, selector)
 	if err != nil {
 		return err
 	}
-	var rss []*appsv1.ReplicaSet
-	for _, rs := range all {
-		if ref := metav1.GetControllerOf(rs); ref != nil && ref.UID == d.UID {
-			rss = append(rss, rs.DeepCopy()) // copies: the rollout updates replica counts locally
-		}
-	}
 	newRS, olds := splitReplicaSets(d, rss)
-	if d.Spec.Paused {
-		// A paused rollout does not move, but a settled Deployment still scales.
-		if newRS != nil && activeReplicas(olds) == 0 {
-			if err := c.scale(ctx, d, newRS, replicasOf(d)); err != nil {
+	if d.Spec.Paused || isScalingEvent(d, newRS, olds) {
+		// A paused rollout does not move, and a scaling event (spec.replicas changed) first resizes
+		// every active ReplicaSet in proportion; both still sync the new ReplicaSet's revision (upstream
+		// sync with createIfNotExisted false).
+		if newRS != nil {
+			if newRS, err = c.ensureNewRS(ctx, d, newRS, olds, 0); err != nil {
 				return err
 			}
+		}
+		if err := c.proportionalScale(ctx, d, newRS, olds); err != nil {
+			return err
 		}
 		return c.syncStatus(ctx, d, newRS, olds)
 	}
@@ -149,6 +157,65 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	return c.syncStatus(ctx, d, newRS, olds)
+}
+
+// replicaSetSeen enqueues a ReplicaSet's controller, or, for an orphan, every Deployment of its
+// namespace whose selector matches its labels, so that one of them adopts it (upstream
+// getDeploymentsForReplicaSet).
+func (c *Controller) replicaSetSeen(obj any) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return
+	}
+	if metav1.GetControllerOf(rs) != nil {
+		c.EnqueueController("Deployment", rs)
+		return
+	}
+	if rs.DeletionTimestamp != nil {
+		return
+	}
+	ds, err := c.dLister.Deployments(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, d := range controllerref.Selecting(ds, func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }, rs.Labels) {
+		c.Enqueue(d)
+	}
+}
+
+func controllerOf(obj any) *metav1.OwnerReference {
+	if m, ok := obj.(metav1.Object); ok {
+		return metav1.GetControllerOf(m)
+	}
+	return nil
+}
+
+// claimReplicaSets returns copies of the ReplicaSets d controls (the rollout updates replica counts
+// on them locally), after adopting the orphans whose labels match selector and releasing owned ones
+// that no longer match (upstream ClaimReplicaSets; adoption first rechecks d is not being deleted).
+func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment, selector labels.Selector) ([]*appsv1.ReplicaSet, error) {
+	all, err := c.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	owned, err := controllerref.Claim(ctx, &controllerref.Manager{
+		Owner: d, Kind: appsv1.SchemeGroupVersion.WithKind("Deployment"), Selector: selector, Log: c.Log(),
+		Patch: func(ctx context.Context, name string, patch []byte) error {
+			_, err := c.client.AppsV1().ReplicaSets(d.Namespace).Patch(ctx, name, controllerref.PatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+		CanAdopt: controllerref.RecheckDeletion(d, func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		}),
+	}, all)
+	if err != nil {
+		return nil, err
+	}
+	rss := make([]*appsv1.ReplicaSet, 0, len(owned))
+	for _, rs := range owned {
+		rss = append(rss, rs.DeepCopy())
+	}
+	return rss, nil
 }
 
 // splitReplicaSets returns the ReplicaSet whose template equals the Deployment's (ignoring the hash
@@ -208,10 +275,12 @@ func activeReplicas(rss []*appsv1.ReplicaSet) int32 {
 	return n
 }
 
-func maxRevision(rss []*appsv1.ReplicaSet) int {
-	m := 0
+// maxRevision is the highest revision annotation of rss (int64, as upstream parses it: an adopted
+// ReplicaSet may carry any number), 0 for none.
+func maxRevision(rss []*appsv1.ReplicaSet) int64 {
+	var m int64
 	for _, rs := range rss {
-		if r, err := strconv.Atoi(rs.Annotations[RevisionAnnotation]); err == nil && r > m {
+		if r, err := strconv.ParseInt(rs.Annotations[RevisionAnnotation], 10, 64); err == nil && r > m {
 			m = r
 		}
 	}
@@ -221,9 +290,10 @@ func maxRevision(rss []*appsv1.ReplicaSet) int {
 // ensureNewRS returns the new ReplicaSet, creating it with replicas when missing, and makes sure it
 // carries the newest revision.
 func (c *Controller) ensureNewRS(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*appsv1.ReplicaSet, replicas int32) (*appsv1.ReplicaSet, error) {
-	revision := strconv.Itoa(maxRevision(olds) + 1)
+	revision := strconv.FormatInt(maxRevision(olds)+1, 10)
 	if newRS != nil {
-		if newRS.Annotations[RevisionAnnotation] == revision {
+		// upstream getNewReplicaSet: the revision, and minReadySeconds follows the Deployment's
+		if newRS.Annotations[RevisionAnnotation] == revision && newRS.Spec.MinReadySeconds == d.Spec.MinReadySeconds {
 			return newRS, nil
 		}
 		upd := newRS.DeepCopy()
@@ -231,6 +301,7 @@ func (c *Controller) ensureNewRS(ctx context.Context, d *appsv1.Deployment, newR
 			upd.Annotations = map[string]string{}
 		}
 		upd.Annotations[RevisionAnnotation] = revision
+		upd.Spec.MinReadySeconds = d.Spec.MinReadySeconds
 		return c.client.AppsV1().ReplicaSets(d.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
 	}
 	hash := podutil.TemplateHash(&d.Spec.Template, d.Status.CollisionCount)

@@ -77,28 +77,40 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 	}); err != nil {
 		return nil, err
 	}
-	// Slices or Endpoints changed behind our back (or deleted) are put right again.
-	byService := func(obj any) {
+	// Slices changed behind our back (or deleted) are put right again.
+	if _, err := factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(SliceHandler(ManagedBy, c.Add)); err != nil {
+		return nil, err
+	}
+	// So are the Endpoints of an existing Service. Endpoints without a Service are someone else's
+	// (the conformance "lifecycle of an Endpoint" spec writes one): only the Service's deletion
+	// removes its Endpoints, as upstream's endpoints controller does.
+	byEndpoints := func(obj any) {
+		if o, ok := obj.(*v1.Endpoints); ok {
+			if _, err := c.services.Services(o.Namespace).Get(o.Name); err == nil {
+				c.Add(workloop.KeyOf(o.Namespace, o.Name))
+			}
+		}
+	}
+	if _, err := factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: byEndpoints, UpdateFunc: func(_, o any) { byEndpoints(o) }, DeleteFunc: c.Enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SliceHandler is an EndpointSlice event handler that calls add with the "namespace/service" key of
+// every added, updated or deleted slice labelled managed-by managedBy and naming its Service.
+func SliceHandler(managedBy string, add func(key string)) cache.ResourceEventHandler {
+	bySlice := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		switch o := obj.(type) {
-		case *discoveryv1.EndpointSlice:
-			if o.Labels[discoveryv1.LabelManagedBy] == ManagedBy && o.Labels[discoveryv1.LabelServiceName] != "" {
-				c.Add(workloop.KeyOf(o.Namespace, o.Labels[discoveryv1.LabelServiceName]))
-			}
-		case *v1.Endpoints:
-			c.Add(workloop.KeyOf(o.Namespace, o.Name))
+		if o, ok := obj.(*discoveryv1.EndpointSlice); ok && o.Labels[discoveryv1.LabelManagedBy] == managedBy && o.Labels[discoveryv1.LabelServiceName] != "" {
+			add(workloop.KeyOf(o.Namespace, o.Labels[discoveryv1.LabelServiceName]))
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{factory.Discovery().V1().EndpointSlices().Informer(), factory.Core().V1().Endpoints().Informer()} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: byService, UpdateFunc: func(_, o any) { byService(o) }, DeleteFunc: byService,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+	return cache.ResourceEventHandlerFuncs{AddFunc: bySlice, UpdateFunc: func(_, o any) { bySlice(o) }, DeleteFunc: bySlice}
 }
 
 // onPod queues every Service in the pod's namespace whose selector matches the pod now or matched it
@@ -133,8 +145,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		// Owner references let the garbage collector remove our slices; do it now as well.
-		return c.deleteSlices(ctx, ns, name, nil)
+		// Owner references let the garbage collector remove our slices; do it now as well. The
+		// Endpoints have no owner: the Service's deletion removes them, as upstream's endpoints
+		// controller does.
+		err := c.client.CoreV1().Endpoints(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		return errors.Join(c.deleteSlices(ctx, ns, name, nil), err)
 	}
 	if err != nil {
 		return err
@@ -301,12 +319,23 @@ func desiredSlices(svc *v1.Service, groups []*group) []*discoveryv1.EndpointSlic
 					},
 					TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: e.pod.Namespace, Name: e.pod.Name, UID: e.pod.UID},
 					NodeName:  nonEmpty(e.pod.Spec.NodeName),
+					Hostname:  nonEmpty(podHostname(svc, e.pod)),
 				})
 			}
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// podHostname is the DNS hostname the pod's endpoint carries in svc: spec.hostname when the pod's
+// spec.subdomain names svc (in the pod's namespace), else "" — upstream's rule, which makes CoreDNS
+// answer <hostname>.<service>.<ns>.svc.<domain> with the pod's address.
+func podHostname(svc *v1.Service, pod *v1.Pod) string {
+	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Name && pod.Namespace == svc.Namespace {
+		return pod.Spec.Hostname
+	}
+	return ""
 }
 
 func nonEmpty(s string) *string {
@@ -334,33 +363,8 @@ func (c *Controller) syncSlices(ctx context.Context, svc *v1.Service, groups []*
 		return err
 	}
 	want := desiredSlices(svc, groups)
-	used := make([]bool, len(existing))
-	var errs []error
-	for _, d := range want {
-		match := -1
-		for i, e := range existing {
-			if !used[i] && e.AddressType == d.AddressType && equality.Semantic.DeepEqual(e.Ports, d.Ports) {
-				match = i
-				break
-			}
-		}
-		if match < 0 {
-			if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-				errs = append(errs, fmt.Errorf("create endpointslice for %s/%s: %w", svc.Namespace, svc.Name, err))
-			}
-			continue
-		}
-		used[match] = true
-		e := existing[match]
-		if equality.Semantic.DeepEqual(e.Endpoints, d.Endpoints) && equality.Semantic.DeepEqual(e.Labels, d.Labels) {
-			continue
-		}
-		upd := e.DeepCopy()
-		upd.Endpoints, upd.Labels = d.Endpoints, d.Labels
-		if _, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
-			errs = append(errs, fmt.Errorf("update endpointslice %s/%s: %w", e.Namespace, e.Name, err))
-		}
-	}
+	keep, err := ApplySlices(ctx, c.client, existing, want)
+	errs := []error{err}
 	// An empty Service keeps one empty slice per address family it would use, like upstream keeps a
 	// placeholder, so watchers see "no endpoints" rather than "not yet synced".
 	if len(want) == 0 && len(existing) == 0 {
@@ -376,12 +380,6 @@ func (c *Controller) syncSlices(ctx context.Context, svc *v1.Service, groups []*
 		}
 		return errors.Join(errs...)
 	}
-	keep := map[string]bool{}
-	for i, e := range existing {
-		if used[i] {
-			keep[e.Name] = true
-		}
-	}
 	if len(want) == 0 && len(existing) > 0 {
 		// Keep one slice as the empty placeholder.
 		keep[existing[0].Name] = true
@@ -395,6 +393,52 @@ func (c *Controller) syncSlices(ctx context.Context, svc *v1.Service, groups []*
 	}
 	errs = append(errs, c.deleteSlices(ctx, svc.Namespace, svc.Name, keep))
 	return errors.Join(errs...)
+}
+
+// ApplySlices creates or updates slices so that each of want exists: an existing slice of the same
+// address type and ports (taken once, in order) is updated in place to want's endpoints, labels and,
+// when want sets them, annotations; a want without one is created. It returns the names of the
+// existing slices it reused: the caller deletes the others. Errors name the slice; a failed write does
+// not stop the others.
+func ApplySlices(ctx context.Context, client kubernetes.Interface, existing, want []*discoveryv1.EndpointSlice) (map[string]bool, error) {
+	used := make([]bool, len(existing))
+	var errs []error
+	for _, d := range want {
+		match := -1
+		for i, e := range existing {
+			if !used[i] && e.AddressType == d.AddressType && equality.Semantic.DeepEqual(e.Ports, d.Ports) {
+				match = i
+				break
+			}
+		}
+		if match < 0 {
+			if _, err := client.DiscoveryV1().EndpointSlices(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+				errs = append(errs, fmt.Errorf("create endpointslice %s/%s*: %w", d.Namespace, d.GenerateName, err))
+			}
+			continue
+		}
+		used[match] = true
+		e := existing[match]
+		sameAnnotations := d.Annotations == nil || equality.Semantic.DeepEqual(e.Annotations, d.Annotations)
+		if equality.Semantic.DeepEqual(e.Endpoints, d.Endpoints) && equality.Semantic.DeepEqual(e.Labels, d.Labels) && sameAnnotations {
+			continue
+		}
+		upd := e.DeepCopy()
+		upd.Endpoints, upd.Labels = d.Endpoints, d.Labels
+		if d.Annotations != nil {
+			upd.Annotations = d.Annotations
+		}
+		if _, err := client.DiscoveryV1().EndpointSlices(e.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("update endpointslice %s/%s: %w", e.Namespace, e.Name, err))
+		}
+	}
+	keep := map[string]bool{}
+	for i, e := range existing {
+		if used[i] {
+			keep[e.Name] = true
+		}
+	}
+	return keep, errors.Join(errs...)
 }
 
 func (c *Controller) ownedSlices(ns, svcName string) ([]*discoveryv1.EndpointSlice, error) {
@@ -413,14 +457,20 @@ func (c *Controller) deleteSlices(ctx context.Context, ns, svcName string, keep 
 	if err != nil {
 		return err
 	}
+	return DeleteSlices(ctx, c.client, list, keep)
+}
+
+// DeleteSlices deletes the slices of list whose names are not in keep (nil keeps none); slices
+// already gone are not an error.
+func DeleteSlices(ctx context.Context, client kubernetes.Interface, list []*discoveryv1.EndpointSlice, keep map[string]bool) error {
 	var errs []error
 	for _, s := range list {
 		if keep[s.Name] {
 			continue
 		}
-		err := c.client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		err := client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete endpointslice %s/%s: %w", ns, s.Name, err))
+			errs = append(errs, fmt.Errorf("delete endpointslice %s/%s: %w", s.Namespace, s.Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -436,7 +486,7 @@ func (c *Controller) syncEndpoints(ctx context.Context, svc *v1.Service, groups 
 			ss.Ports = append(ss.Ports, v1.EndpointPort{Name: deref(p.Name), Port: deref(p.Port), Protocol: deref(p.Protocol), AppProtocol: p.AppProtocol})
 		}
 		for _, e := range g.endpoints {
-			addr := v1.EndpointAddress{IP: e.ip, NodeName: nonEmpty(e.pod.Spec.NodeName),
+			addr := v1.EndpointAddress{IP: e.ip, Hostname: podHostname(svc, e.pod), NodeName: nonEmpty(e.pod.Spec.NodeName),
 				TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: e.pod.Namespace, Name: e.pod.Name, UID: e.pod.UID}}
 			switch {
 			case e.ready:

@@ -4,7 +4,12 @@
 // finished pods exactly once through the batch.kubernetes.io/job-tracking finalizer and
 // status.uncountedTerminatedPods; fails the Job past spec.backoffLimit failures or
 // spec.activeDeadlineSeconds, writing FailureTarget then Failed (SuccessCriteriaMet then Complete on
-// success) once no pod is left running, as 1.37 does; honours spec.suspend (pods deleted, Suspended
+// success) once no pod is left running, as 1.37 does; for Indexed Jobs with spec.backoffLimitPerIndex
+// counts failures per index (pod annotations batch.kubernetes.io/job-index-failure-count and
+// job-index-ignored-failure-count), backs each index off, records status.failedIndexes, never
+// recreates a failed index and fails the Job with FailedIndexes (or, past spec.maxFailedIndexes, at
+// once with MaxFailedIndexesExceeded); applies spec.podFailurePolicy (FailJob, FailIndex, Ignore,
+// Count) and spec.successPolicy; honours spec.suspend (pods deleted, Suspended
 // condition, startTime reset) and spec.podReplacementPolicy; and deletes a finished Job
 // spec.ttlSecondsAfterFinished after it finished (the TTL-after-finished controller's job).
 package job
@@ -31,7 +36,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/controllerref"
 	"github.com/nodekit/nodekit/controlplane/controllers/events"
 	"github.com/nodekit/nodekit/controlplane/controllers/expectations"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
@@ -93,10 +100,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // seenPod forgets a pod's released job-tracking finalizer once the pod is deleted or no longer carries
-// the finalizer.
+// the finalizer, and wakes the Jobs that may adopt a live orphan.
 func (c *Controller) seenPod(pod *v1.Pod, deleted bool) {
 	if deleted || !hasFinalizer(pod) {
 		c.released.Delete(pod.UID)
+	}
+	if !deleted {
+		c.seenOrphan(pod)
 	}
 }
 
@@ -116,7 +126,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	// Expectations are read before the pods are listed, as upstream's syncJob does: a pod observed after
 	// the listing would otherwise count as satisfied yet be missing from the list.
 	satisfied := c.exp.Satisfied(key)
-	pods, err := c.ownedPods(job)
+	pods, err := c.ownedPods(ctx, job)
 	if err != nil {
 		return err
 	}
@@ -137,23 +147,49 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	return c.sync(ctx, key, fresh, pods, satisfied)
 }
 
-// ownedPods lists the pods job controls (matching its selector).
-func (c *Controller) ownedPods(job *batchv1.Job) ([]*v1.Pod, error) {
+// ownedPods returns the pods job controls after adopting the live orphans of its namespace that match
+// its selector (with the job-tracking finalizer, which the returned copies carry too) and releasing
+// the owned pods that stopped matching (their finalizer removed with the ownerReference), as
+// upstream's getPodsForJob; adoption first rechecks that job is not being deleted.
+func (c *Controller) ownedPods(ctx context.Context, job *batchv1.Job) ([]*v1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
 	if err != nil {
 		return nil, nil
 	}
-	all, err := c.pods.Pods(job.Namespace).List(sel)
+	all, err := c.pods.Pods(job.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	var out []*v1.Pod
-	for _, p := range all {
-		if metav1.IsControlledBy(p, job) {
-			out = append(out, p)
+	pods, err := controllerref.Claim(ctx, &controllerref.Manager{
+		Owner: job, Kind: batchv1.SchemeGroupVersion.WithKind("Job"), Selector: sel, Log: c.Log(),
+		Finalizers: []string{batchv1.JobTrackingFinalizer},
+		Patch:      controllerref.PodPatch(c.client, job.Namespace),
+		CanAdopt: controllerref.RecheckDeletion(job, func(ctx context.Context) (metav1.Object, error) {
+			return c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		}),
+	}, all)
+	for i, p := range pods {
+		if !metav1.IsControlledBy(p, job) && !hasFinalizer(p) { // adopted just now
+			pods[i] = p.DeepCopy()
+			pods[i].Finalizers = append(pods[i].Finalizers, batchv1.JobTrackingFinalizer)
 		}
 	}
-	return out, nil
+	return pods, err
+}
+
+// seenOrphan enqueues every Job of an orphan pod's namespace whose selector matches it, so that one of
+// them adopts it (upstream getPodJobs on add and update).
+func (c *Controller) seenOrphan(pod *v1.Pod) {
+	if pod.DeletionTimestamp != nil || metav1.GetControllerOf(pod) != nil {
+		return
+	}
+	jobs, err := c.jobs.Jobs(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, job := range controllerref.Selecting(jobs, func(j *batchv1.Job) *metav1.LabelSelector { return j.Spec.Selector }, pod.Labels) {
+		c.Add(workloop.KeyOf(job.Namespace, job.Name))
+	}
 }
 
 // releaseOrphans removes the tracking finalizer from the pods of a Job that is gone, so they can be
@@ -250,9 +286,14 @@ func (c *Controller) afterFinished(ctx context.Context, job *batchv1.Job, pods [
 	return nil
 }
 
-// podFailed reports whether a pod counts as a failure: phase Failed, or deleted before it succeeded.
-func podFailed(p *v1.Pod) bool {
-	return p.Status.Phase == v1.PodFailed || (p.DeletionTimestamp != nil && p.Status.Phase != v1.PodSucceeded)
+// podFailed reports whether a pod counts as a failure: phase Failed, or deleted before it succeeded —
+// unless the Job has a podFailurePolicy, whose rules need the pod's final state: then only phase
+// Failed, as upstream.
+func podFailed(job *batchv1.Job, p *v1.Pod) bool {
+	if p.Status.Phase == v1.PodFailed || job.Spec.PodFailurePolicy != nil {
+		return p.Status.Phase == v1.PodFailed
+	}
+	return p.DeletionTimestamp != nil && p.Status.Phase != v1.PodSucceeded
 }
 
 // sync runs one pass over an unfinished Job: count finished pods, decide success or failure, then
@@ -263,7 +304,8 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 	st := &job.Status
 	old := job.Status.DeepCopy()
 	indexed := job.Spec.CompletionMode != nil && *job.Spec.CompletionMode == batchv1.IndexedCompletion
-	if err := c.track(ctx, job, pods); err != nil {
+	waiting, err := c.track(ctx, job, pods)
+	if err != nil {
 		return err
 	}
 	var active []*v1.Pod
@@ -287,13 +329,33 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 	} else {
 		succeededEnough = st.Succeeded > 0
 	}
+	perIndex := hasBackoffLimitPerIndex(job)
+	var failedIx map[int]bool
+	if perIndex {
+		if st.FailedIndexes == nil {
+			st.FailedIndexes = ptr.To("")
+		}
+		failedIx = parseIndexes(*st.FailedIndexes)
+	}
+	policyMsg, policyMet := "", false
+	if indexed {
+		policyMsg, policyMet = matchSuccessPolicy(job.Spec.SuccessPolicy, *completions, parseIndexes(st.CompletedIndexes))
+	}
 	var requeue time.Duration
 	switch {
 	case condition(job, batchv1.JobFailureTarget) != nil || condition(job, batchv1.JobSuccessCriteriaMet) != nil:
+	case policyMet:
+		// The lingering pods are then deleted (ending, below) and not counted as failures.
+		setCondition(st, batchv1.JobSuccessCriteriaMet, v1.ConditionTrue, reasonSuccessPolicy, policyMsg, now)
 	case succeededEnough:
 		setCondition(st, batchv1.JobSuccessCriteriaMet, v1.ConditionTrue, reasonCompletionsReached, "Reached expected number of succeeded pods", now)
 	case st.Failed > *job.Spec.BackoffLimit:
 		setCondition(st, batchv1.JobFailureTarget, v1.ConditionTrue, reasonBackoffLimitExceeded, "Job has reached the specified backoff limit", now)
+	case perIndex && job.Spec.MaxFailedIndexes != nil && int32(len(failedIx)) > *job.Spec.MaxFailedIndexes:
+		setCondition(st, batchv1.JobFailureTarget, v1.ConditionTrue, batchv1.JobReasonMaxFailedIndexesExceeded,
+			"Job has exceeded the specified maximal number of failed indexes", now)
+	case perIndex && len(failedIx) > 0 && int32(len(failedIx)+len(parseIndexes(st.CompletedIndexes))) >= *completions:
+		setCondition(st, batchv1.JobFailureTarget, v1.ConditionTrue, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
 	case !suspended && st.StartTime != nil && job.Spec.ActiveDeadlineSeconds != nil:
 		deadline := st.StartTime.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second)
 		if !now.Before(deadline) {
@@ -303,6 +365,12 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 		}
 	}
 	ending := condition(job, batchv1.JobFailureTarget) != nil || condition(job, batchv1.JobSuccessCriteriaMet) != nil
+	if ending && len(waiting) > 0 {
+		// The failures whose counting waited for their index's replacement (delayedRelease) count now.
+		if _, err := c.track(ctx, job, waiting); err != nil {
+			return err
+		}
+	}
 	var manageErr error
 	switch {
 	case ending || suspended:
@@ -319,7 +387,7 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 				requeue = time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second
 			}
 		}
-		manageErr = c.manage(ctx, key, job, active, terminating, indexed)
+		manageErr = c.manage(ctx, key, job, pods, active, terminating, indexed)
 	}
 	// Suspension.
 	if suspended && !ending {
@@ -342,8 +410,10 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 		if ft := condition(job, batchv1.JobFailureTarget); ft != nil {
 			setCondition(st, batchv1.JobFailed, v1.ConditionTrue, ft.Reason, ft.Message, now)
 			c.recorder.Event(job, v1.EventTypeWarning, ft.Reason, ft.Message)
-		} else {
-			setCondition(st, batchv1.JobComplete, v1.ConditionTrue, "", "", now)
+		} else if sc := condition(job, batchv1.JobSuccessCriteriaMet); sc != nil {
+			// Complete carries the reason and message of SuccessCriteriaMet, as upstream's
+			// (CompletionsReached, or SuccessPolicy): clients wait for Complete with that reason.
+			setCondition(st, batchv1.JobComplete, v1.ConditionTrue, sc.Reason, sc.Message, now)
 			st.CompletionTime = &metav1.Time{Time: now}
 			c.recorder.Event(job, v1.EventTypeNormal, "Completed", "Job completed")
 		}
@@ -377,8 +447,9 @@ func (c *Controller) sync(ctx context.Context, key string, job *batchv1.Job, pod
 
 // track counts finished pods exactly once: their UIDs go to status.uncountedTerminatedPods (written
 // first), then their finalizer is removed, then they move into succeeded/failed (and, Indexed,
-// completedIndexes). job.Status is updated in place and written when it changed.
-func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod) error {
+// completedIndexes). job.Status is updated in place and written when it changed. It returns the failed
+// pods left uncounted because their index awaits its replacement (see delayedRelease).
+func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod) ([]*v1.Pod, error) {
 	st := &job.Status
 	if st.UncountedTerminatedPods == nil {
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
@@ -394,10 +465,15 @@ func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod
 		condition(job, batchv1.JobSuccessCriteriaMet) != nil
 	byUID := map[types.UID]*v1.Pod{}
 	added := false
-	var toRelease []*v1.Pod
+	var toRelease, waiting []*v1.Pod
+	delayed := delayedRelease(job, pods)
 	for _, p := range pods {
 		byUID[p.UID] = p
 		if _, gone := c.released.Load(p.UID); !hasFinalizer(p) || known[p.UID] || gone {
+			continue
+		}
+		if delayed[p.UID] && !quiet {
+			waiting = append(waiting, p)
 			continue
 		}
 		switch {
@@ -406,18 +482,29 @@ func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod
 		case p.Status.Phase == v1.PodSucceeded:
 			u.Succeeded = append(u.Succeeded, p.UID)
 			added = true
-		case podFailed(p):
+		case podFailed(job, p):
+			// spec.podFailurePolicy: Ignore releases the pod uncounted (it is replaced), FailJob
+			// counts it and fails the Job, FailIndex counts it and fails its index (below), Count
+			// (or no matching rule) counts it.
+			action, msg := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p)
+			switch {
+			case action != nil && *action == batchv1.PodFailurePolicyActionIgnore:
+				toRelease = append(toRelease, p)
+				continue
+			case action != nil && *action == batchv1.PodFailurePolicyActionFailJob && condition(job, batchv1.JobFailureTarget) == nil:
+				setCondition(st, batchv1.JobFailureTarget, v1.ConditionTrue, reasonPodFailurePolicy, msg, c.clock.Now())
+			}
 			u.Failed = append(u.Failed, p.UID)
 			added = true
 		}
 	}
 	if !added && len(u.Succeeded)+len(u.Failed) == 0 {
-		return c.removeFinalizers(ctx, toRelease)
+		return waiting, c.removeFinalizers(ctx, toRelease)
 	}
 	if added {
 		upd, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		job.ResourceVersion = upd.ResourceVersion
 	}
@@ -427,7 +514,7 @@ func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod
 		}
 	}
 	if err := c.removeFinalizers(ctx, toRelease); err != nil {
-		return err
+		return nil, err
 	}
 	done := parseIndexes(st.CompletedIndexes)
 	for _, id := range u.Succeeded {
@@ -445,27 +532,47 @@ func (c *Controller) track(ctx context.Context, job *batchv1.Job, pods []*v1.Pod
 	if len(done) > 0 {
 		st.CompletedIndexes = formatIndexes(done)
 	}
+	if hasBackoffLimitPerIndex(job) {
+		// backoffLimitPerIndex: a counted failure fails its index for good past the limit or on a
+		// FailIndex rule (status.failedIndexes; the index is not recreated).
+		failedIx := parseIndexes(ptr.Deref(st.FailedIndexes, ""))
+		for _, id := range u.Failed {
+			if p := byUID[id]; p != nil {
+				if ix := completionIndex(p); ix >= 0 && int32(ix) < *job.Spec.Completions && !done[ix] && indexFailed(job, p) {
+					failedIx[ix] = true
+				}
+			}
+		}
+		st.FailedIndexes = ptr.To(formatIndexes(failedIx))
+	}
 	st.Failed += int32(len(u.Failed))
 	u.Succeeded, u.Failed = nil, nil
 	upd, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	job.ResourceVersion = upd.ResourceVersion
-	return nil
+	return waiting, nil
 }
 
 // manage creates pods up to the parallelism the remaining completions need, or deletes the newest
 // extras. With podReplacementPolicy Failed no replacement starts while a pod is still terminating.
-func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, active []*v1.Pod, terminating int32, indexed bool) error {
+// With backoffLimitPerIndex, failed indexes are not recreated, and an index's replacement carries its
+// failure counts and waits out its backoff (the Job is requeued for the earliest). pods are all the
+// Job's pods, active the running ones.
+func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, pods, active []*v1.Pod, terminating int32, indexed bool) error {
 	parallelism := *job.Spec.Parallelism
 	if terminating > 0 && job.Spec.PodReplacementPolicy != nil && *job.Spec.PodReplacementPolicy == batchv1.Failed {
 		return nil
 	}
 	var indexes []int // for Indexed: the indexes to create
+	var lastFailed map[int]*v1.Pod
 	want := parallelism
 	if indexed {
 		done := parseIndexes(job.Status.CompletedIndexes)
+		for ix := range parseIndexes(ptr.Deref(job.Status.FailedIndexes, "")) {
+			done[ix] = true // a failed index is finished too
+		}
 		running := map[int]bool{}
 		var dup []*v1.Pod
 		for _, p := range active {
@@ -484,6 +591,10 @@ func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, a
 				indexes = append(indexes, i)
 			}
 		}
+		if hasBackoffLimitPerIndex(job) {
+			lastFailed = lastFailedPerIndex(job, pods, func(ix int) bool { return done[ix] || running[ix] })
+			indexes = c.pastBackoff(key, indexes, lastFailed)
+		}
 		want = int32(len(running) + len(indexes))
 	} else if job.Spec.Completions != nil {
 		want = min(parallelism, max(0, *job.Spec.Completions-job.Status.Succeeded))
@@ -500,7 +611,11 @@ func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, a
 			if indexed {
 				ix = indexes[i]
 			}
-			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, newPod(job, ix), metav1.CreateOptions{})
+			pod := newPod(job, ix)
+			if indexed && hasBackoffLimitPerIndex(job) {
+				setIndexFailureCounts(job, pod, lastFailed[ix])
+			}
+			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				c.exp.Observe(key, true)
 				c.recorder.Eventf(job, v1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
@@ -516,6 +631,25 @@ func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, a
 		return c.deletePods(ctx, key, job, extra[:-n])
 	}
 	return nil
+}
+
+// pastBackoff returns the indexes whose backoff (after their last failed pod, see indexBackoff) is
+// over, and requeues key for the earliest end of the others'.
+func (c *Controller) pastBackoff(key string, indexes []int, lastFailed map[int]*v1.Pod) []int {
+	now := c.clock.Now()
+	var ready []int
+	var wait time.Duration
+	for _, ix := range indexes {
+		if d := indexBackoff(now, lastFailed[ix]); d == 0 {
+			ready = append(ready, ix)
+		} else if wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	if wait > 0 {
+		c.AddAfter(key, wait)
+	}
+	return ready
 }
 
 func (c *Controller) deletePods(ctx context.Context, key string, job *batchv1.Job, pods []*v1.Pod) error {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/controlplane/controllers/internal/controllertest"
@@ -35,7 +36,10 @@ type harness struct {
 	client *fake.Clientset
 }
 
-func start(t *testing.T, jobs ...*batchv1.Job) *harness {
+func start(t *testing.T, jobs ...*batchv1.Job) *harness { return startClock(t, nil, jobs...) }
+
+// startClock runs the controller on clk (nil: the real clock) for jobs.
+func startClock(t *testing.T, clk clock.PassiveClock, jobs ...*batchv1.Job) *harness {
 	client := fake.NewClientset()
 	for _, j := range jobs {
 		if _, err := client.BatchV1().Jobs("default").Create(context.Background(), j, metav1.CreateOptions{}); err != nil {
@@ -45,7 +49,7 @@ func start(t *testing.T, jobs ...*batchv1.Job) *harness {
 	controllertest.StatusSubresource(client, "jobs", "pods")
 	controllertest.GenerateNames(client, "pods")
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(client, factory, nil, controllertest.Logger())
+	c, err := New(client, factory, clk, controllertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +134,7 @@ func TestJobRunsToCompletion(t *testing.T) {
 	p3 := h.running("pi", 1)[0]
 	h.finish(p3, v1.PodSucceeded)
 	st := h.status("pi", func(st batchv1.JobStatus) error {
-		if !hasCond(st, batchv1.JobComplete, "") || !hasCond(st, batchv1.JobSuccessCriteriaMet, reasonCompletionsReached) {
+		if !hasCond(st, batchv1.JobComplete, reasonCompletionsReached) || !hasCond(st, batchv1.JobSuccessCriteriaMet, reasonCompletionsReached) {
 			return fmt.Errorf("want SuccessCriteriaMet and Complete")
 		}
 		return nil
@@ -210,7 +214,7 @@ func TestIndexedJobAndSuspend(t *testing.T) {
 	}
 	h.finish(p, v1.PodSucceeded)
 	h.status("ix", func(st batchv1.JobStatus) error {
-		if !hasCond(st, batchv1.JobComplete, "") || st.CompletedIndexes != "0-2" {
+		if !hasCond(st, batchv1.JobComplete, reasonCompletionsReached) || st.CompletedIndexes != "0-2" {
 			return fmt.Errorf("want Complete with 0-2")
 		}
 		return nil

@@ -10,7 +10,6 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,12 +24,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/controlplane/controllers/controllerref"
 	"github.com/nodekit/nodekit/controlplane/controllers/events"
 	"github.com/nodekit/nodekit/controlplane/controllers/expectations"
 	"github.com/nodekit/nodekit/controlplane/controllers/podutil"
@@ -51,6 +50,8 @@ type ownerKind struct {
 	get func(ns, name string) (*appsv1.ReplicaSet, runtime.Object, error)
 	// updateStatus writes st as the status of obj.
 	updateStatus func(ctx context.Context, c kubernetes.Interface, obj runtime.Object, st appsv1.ReplicaSetStatus) error
+	// fresh reads ns/name from the API server (not the cache).
+	fresh func(ctx context.Context, c kubernetes.Interface, ns, name string) (metav1.Object, error)
 	// terminatingReplicas: the kind's status reports terminatingReplicas (ReplicaSets do, RCs do not).
 	terminatingReplicas bool
 }
@@ -81,6 +82,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 			rs.Status = st
 			_, err := c.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
 			return err
+		},
+		fresh: func(ctx context.Context, c kubernetes.Interface, ns, name string) (metav1.Object, error) {
+			return c.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
 		},
 		terminatingReplicas: true,
 	}, log)
@@ -150,7 +154,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.Log().Warn("invalid selector, ignoring owner", "kind", c.kind.gvk.Kind, "owner", key, "err", err)
 		return nil
 	}
-	owned, err := c.claimPods(ctx, rs, selector)
+	owned, err := c.claimPods(ctx, rs, obj, selector)
 	if err != nil {
 		return err
 	}
@@ -175,55 +179,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 }
 
 // claimPods returns the pods rs controls after adopting the live orphans in its namespace that match
-// its selector and releasing the ones it controls that no longer match, as upstream's
-// PodControllerRefManager does (an owner being deleted adopts and releases nothing). The patches carry the pod's UID,
-// so a pod replaced under the same name is left alone.
-func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector) ([]*v1.Pod, error) {
+// its selector and releasing the ones it controls that no longer match (controllerref.Claim, as
+// upstream's PodControllerRefManager; adoption first rechecks rs is not being deleted).
+func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, obj runtime.Object, selector labels.Selector) ([]*v1.Pod, error) {
 	all, err := c.pods.Pods(rs.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	var owned []*v1.Pod
-	var errs []error
-	for _, p := range all {
-		ref := metav1.GetControllerOf(p)
-		matches := selector.Matches(labels.Set(p.Labels))
-		switch {
-		case ref != nil && ref.UID == rs.UID && matches:
-			owned = append(owned, p)
-		case ref != nil && ref.UID == rs.UID && rs.DeletionTimestamp == nil:
-			if err := c.patchOwner(ctx, p, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, rs.UID, p.UID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			c.Log().Info("released pod", "kind", c.kind.gvk.Kind, "owner", rs.Namespace+"/"+rs.Name, "pod", p.Name)
-		case ref == nil && matches && p.DeletionTimestamp == nil && rs.DeletionTimestamp == nil:
-			own, err := json.Marshal(metav1.NewControllerRef(rs, c.kind.gvk))
-			if err != nil {
-				return nil, err
-			}
-			if err := c.patchOwner(ctx, p, fmt.Sprintf(`{"metadata":{"ownerReferences":[%s],"uid":%q}}`, own, p.UID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			c.Log().Info("adopted pod", "kind", c.kind.gvk.Kind, "owner", rs.Namespace+"/"+rs.Name, "pod", p.Name)
-			owned = append(owned, p)
-		}
+	owner, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s has no object metadata", c.kind.gvk.Kind, rs.Namespace, rs.Name)
 	}
-	return owned, errors.Join(errs...)
-}
-
-// patchOwner applies a strategic merge patch to a pod's ownerReferences; a pod gone (or replaced,
-// which fails the uid check) is not an error.
-func (c *Controller) patchOwner(ctx context.Context, p *v1.Pod, patch string) error {
-	_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("patch ownerReferences of pod %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	return nil
+	return controllerref.Claim(ctx, &controllerref.Manager{
+		Owner: owner, Kind: c.kind.gvk, Selector: selector, Log: c.Log(),
+		Patch: controllerref.PodPatch(c.client, rs.Namespace),
+		CanAdopt: controllerref.RecheckDeletion(owner, func(ctx context.Context) (metav1.Object, error) {
+			return c.kind.fresh(ctx, c.client, rs.Namespace, rs.Name)
+		}),
+	}, all)
 }
 
 // manageReplicas creates or deletes pods so that len(active) moves to spec.replicas.

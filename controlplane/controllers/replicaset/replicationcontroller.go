@@ -27,6 +27,9 @@ func NewReplicationControllers(client kubernetes.Interface, factory informers.Sh
 			}
 			return asReplicaSet(rc), rc, nil
 		},
+		fresh: func(ctx context.Context, c kubernetes.Interface, ns, name string) (metav1.Object, error) {
+			return c.CoreV1().ReplicationControllers(ns).Get(ctx, name, metav1.GetOptions{})
+		},
 		updateStatus: func(ctx context.Context, c kubernetes.Interface, obj runtime.Object, st appsv1.ReplicaSetStatus) error {
 			rc := obj.(*v1.ReplicationController).DeepCopy()
 			rc.Status = rcStatus(st)

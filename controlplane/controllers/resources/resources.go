@@ -9,6 +9,7 @@ import (
 	"errors"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -278,6 +279,13 @@ func All() []Kind {
 			},
 			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Batch().V1().Jobs().Informer()
+			}),
+		kind(autoscalingv2.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler"), "horizontalpodautoscalers", true,
+			func(c kubernetes.Interface, ns string) typed[*autoscalingv2.HorizontalPodAutoscaler, *autoscalingv2.HorizontalPodAutoscalerList] {
+				return c.AutoscalingV2().HorizontalPodAutoscalers(ns)
+			},
+			func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 			}),
 		kind(policy.WithKind("PodDisruptionBudget"), "poddisruptionbudgets", true,
 			func(c kubernetes.Interface, ns string) typed[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList] {

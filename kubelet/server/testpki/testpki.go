@@ -45,8 +45,15 @@ func New(t testing.TB) *CA {
 	return ca
 }
 
-// Issue returns a PEM client certificate and key for user cn in groups; it fails t on error.
+// Issue returns a PEM client certificate and key for user cn in groups, valid for an hour; it fails t
+// on error.
 func (ca *CA) Issue(t testing.TB, cn string, groups ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return ca.IssueUntil(t, time.Now().Add(time.Hour), cn, groups...)
+}
+
+// IssueUntil is Issue for a certificate that expires at notAfter (and has a serial of its own).
+func (ca *CA) IssueUntil(t testing.TB, notAfter time.Time, cn string, groups ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -54,7 +61,7 @@ func (ca *CA) Issue(t testing.TB, cn string, groups ...string) (certPEM, keyPEM 
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 package apiserver_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	jose "gopkg.in/go-jose/go-jose.v2"
 
 	"github.com/nodekit/nodekit/controlplane/apiserver/pki"
 	"github.com/nodekit/nodekit/server"
@@ -78,6 +82,13 @@ func TestServiceAccountTokens(t *testing.T) {
 	exp := int64(600)
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
+	node, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		node, err = c.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	// the kubelet of node-a asks, with its node credentials (once the Node authorizer's graph has the pod)
 	var tr *authenticationv1.TokenRequest
 	eventually(t, "node-a requests a token for its pod", func() error {
@@ -87,6 +98,26 @@ func TestServiceAccountTokens(t *testing.T) {
 	if tr.Status.Token == "" || time.Until(tr.Status.ExpirationTimestamp.Time) > 601*time.Second || time.Until(tr.Status.ExpirationTimestamp.Time) < 590*time.Second {
 		t.Fatalf("token request status: %+v", tr.Status)
 	}
+	// TokenReview: the service account, with upstream's extra items (conformance "should mount an API
+	// token into pods"): credential-id JTI=<jti>, the bound pod and its node.
+	review, err := c.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := review.Status.User.Extra
+	one := func(key, want string) {
+		if v := extra["authentication.kubernetes.io/"+key]; len(v) != 1 || (want != "" && v[0] != want) || (key == "credential-id" && !strings.HasPrefix(v[0], "JTI=")) {
+			t.Errorf("token review extra %s = %v, want [%s]", key, v, want)
+		}
+	}
+	if !review.Status.Authenticated || review.Status.User.Username != "system:serviceaccount:default:app" {
+		t.Fatalf("token review status %+v", review.Status)
+	}
+	one("credential-id", "")
+	one("pod-name", p.Name)
+	one("pod-uid", string(p.UID))
+	one("node-name", "node-a")
+	one("node-uid", string(node.UID))
 	short := int64(60)
 	if _, err := c.CoreV1().ServiceAccounts("default").CreateToken(ctx, "app", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &short}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 		t.Fatalf("60s token: want 422, got %v", err)
@@ -98,6 +129,41 @@ func TestServiceAccountTokens(t *testing.T) {
 		cfg := rest.AnonymousClientConfig(s.Config)
 		cfg.BearerToken = tok
 		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	// OpenID discovery of the issuer (conformance "should support OIDC discovery of service account
+	// issuer"): the service account itself reads the configuration and the key set, and the token's
+	// signature verifies with the key its kid names.
+	oidc := withToken(tr.Status.Token).CoreV1().RESTClient()
+	raw, err := oidc.Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("openid-configuration: %v", err)
+	}
+	var disc struct {
+		Issuer  string   `json:"issuer"`
+		JWKSURI string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := json.Unmarshal(raw, &disc); err != nil || disc.Issuer != "https://kubernetes.default.svc.cluster.local" ||
+		!strings.HasSuffix(disc.JWKSURI, "/openid/v1/jwks") || !slices.Equal(disc.Algs, []string{"ES256"}) {
+		t.Fatalf("openid-configuration %s (%v)", raw, err)
+	}
+	raw, err = oidc.Get().AbsPath("/openid/v1/jwks").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("jwks: %v", err)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) != 1 {
+		t.Fatalf("jwks %s (%v)", raw, err)
+	}
+	sig, err := jose.ParseSigned(tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kid := sig.Signatures[0].Header.KeyID; kid == "" || kid != set.Keys[0].KeyID {
+		t.Fatalf("token kid %q, key set kid %q", kid, set.Keys[0].KeyID)
+	}
+	if _, err := sig.Verify(set.Keys[0].Key); err != nil {
+		t.Fatalf("token does not verify with the served key: %v", err)
 	}
 	_, err = withToken(tr.Status.Token).CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:default:app") {

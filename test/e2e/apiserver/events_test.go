@@ -39,6 +39,17 @@ func TestEventsK8sIO(t *testing.T) {
 	if err != nil || len(l.Items) != 1 {
 		t.Fatalf("core field selector over the event: %v %v", err, l)
 	}
+	// events.k8s.io's own field names, mapped onto the core fields as kube-apiserver does.
+	el, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reportingController=kube-proxy,regarding.kind=Node,regarding.name=ev-node,type=Normal"})
+	if err != nil || len(el.Items) != 1 || el.Items[0].Name != "ev-node.start" {
+		t.Fatalf("events.k8s.io field selector over the event: %v %v", err, el)
+	}
+	if el, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reportingController=someone-else"}); err != nil || len(el.Items) != 0 {
+		t.Fatalf("events.k8s.io field selector matching nothing: %v %v", err, el)
+	}
+	if _, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"}); err == nil {
+		t.Fatal("events.k8s.io accepted the core field name involvedObject.kind")
+	}
 	select {
 	case e := <-w.ResultChan():
 		got, ok := e.Object.(*eventsv1.Event)
@@ -61,7 +72,7 @@ func TestEventsK8sIO(t *testing.T) {
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p"}, Reason: "Pulled", Message: "pulled", Count: 3}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	el, err := c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=core.ev"})
+	el, err = c.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=core.ev"})
 	if err != nil || len(el.Items) != 1 || el.Items[0].Note != "pulled" || el.Items[0].DeprecatedCount != 3 || el.Items[0].Regarding.Kind != "Pod" {
 		t.Fatalf("events.k8s.io view of a core event: %v %+v", err, el)
 	}

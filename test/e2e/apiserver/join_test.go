@@ -33,6 +33,7 @@ import (
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/jointoken"
 	"github.com/nodekit/nodekit/internal/certutil"
+	"github.com/nodekit/nodekit/internal/podnet"
 	"github.com/nodekit/nodekit/kubelet/bootstrap"
 	"github.com/nodekit/nodekit/server"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
@@ -210,6 +211,14 @@ func TestNodeJoinWithBootstrapToken(t *testing.T) {
 		t.Fatalf("node creating its own Node: %v", err)
 	}
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, nodeObj("join-b"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Reading another Node is the route controller's bootstrap grant (podnet.RouteReaderRole); without it,
+	// the Node authorizer refuses it.
+	if _, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{}); err != nil {
+		t.Fatalf("node join-a reading node join-b through %s: %v", podnet.RouteReaderRole, err)
+	}
+	if err := c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, podnet.RouteReaderRole, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := node.CoreV1().Nodes().Get(ctx, "join-b", metav1.GetOptions{}); !apierrors.IsForbidden(err) {

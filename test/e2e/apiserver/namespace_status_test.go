@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,5 +85,77 @@ func TestNamespaceStatusKeepsMetadata(t *testing.T) {
 	}
 	if term.Status.Phase != corev1.NamespaceTerminating || term.Labels["after"] != "delete" || len(term.Status.Conditions) != 1 {
 		t.Fatalf("terminating namespace: phase %s labels %v conditions %+v", term.Status.Phase, term.Labels, term.Status.Conditions)
+	}
+}
+
+// TestStatusSubresourceMetadata: what metadata a /status write may change follows each resource's upstream
+// status strategy (the conformance specs "should support CronJob API operations" and the other
+// "/status" API-operation specs patch an annotation together with the status): the classic resources keep
+// the request's labels and annotations, Deployments keep their stored labels, pods keep their stored owner
+// references, and the newer APIs (ValidatingAdmissionPolicy, flowcontrol) keep all stored metadata.
+func TestStatusSubresourceMetadata(t *testing.T) {
+	s := fw.Start(t, fw.Options{})
+	ctx := ctxT(t)
+	const ns = "default"
+	patch := []byte(`{"metadata":{"labels":{"patched":"label"},"annotations":{"patched":"annotation"}},"status":{}}`)
+	one := int32(1)
+	podTemplate := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "st"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/img:1"}}, RestartPolicy: corev1.RestartPolicyOnFailure}}
+	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "0d3c2f9e-1111-4a4a-9b9b-000000000001"}}
+
+	cj, err := s.Client.BatchV1().CronJobs(ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "st"},
+		Spec: batchv1.CronJobSpec{Schedule: "*/1 * * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Client.BatchV1().CronJobs(ns).Patch(ctx, cj.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["patched"] != "label" || got.Annotations["patched"] != "annotation" {
+		t.Errorf("cronjobs/status: labels %v annotations %v, want both patched", got.Labels, got.Annotations)
+	}
+
+	dep, err := s.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "st", Labels: map[string]string{"orig": "x"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "st"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: podTemplate.ObjectMeta, Spec: corev1.PodSpec{Containers: podTemplate.Spec.Containers}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotDep, err := s.Client.AppsV1().Deployments(ns).Patch(ctx, dep.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gotDep.Labels["patched"]; ok || gotDep.Labels["orig"] != "x" || gotDep.Annotations["patched"] != "annotation" {
+		t.Errorf("deployments/status: labels %v annotations %v, want stored labels and the patched annotation", gotDep.Labels, gotDep.Annotations)
+	}
+
+	pod, err := s.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "st", OwnerReferences: owner}, Spec: podTemplate.Spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podPatch := []byte(`{"metadata":{"annotations":{"patched":"annotation"},"ownerReferences":null},"status":{"message":"m"}}`)
+	gotPod, err := s.Client.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, podPatch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotPod.OwnerReferences) != 1 || gotPod.Annotations["patched"] != "annotation" || gotPod.Status.Message != "m" {
+		t.Errorf("pods/status: ownerReferences %v annotations %v message %q, want stored owners, the patched annotation and message",
+			gotPod.OwnerReferences, gotPod.Annotations, gotPod.Status.Message)
+	}
+
+	fs, err := s.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "exempt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotFS, err := s.Client.FlowcontrolV1().FlowSchemas().Patch(ctx, fs.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gotFS.Annotations["patched"]; ok {
+		t.Errorf("flowschemas/status: annotations %v, want the stored metadata", gotFS.Annotations)
+	}
+	if _, ok := gotFS.Labels["patched"]; ok {
+		t.Errorf("flowschemas/status: labels %v, want the stored metadata", gotFS.Labels)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodekit/nodekit/internal/podnet"
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
 
@@ -98,7 +99,20 @@ func TestNodeAuthorizerAndRestriction(t *testing.T) {
 	if err := patch(admin, "node-a", `{"spec":{"taints":null}}`); err != nil {
 		t.Fatalf("the admin changes node-a's taints: %v", err)
 	}
-	_, err = a.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+	// Reading other Nodes is granted by the bootstrap binding the host-gw route controller needs
+	// (podnet.RouteReaderRole, docs/access-control.md); without it the Node authorizer alone answers, as
+	// upstream's: its own Node only.
+	if _, err := a.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{}); err != nil {
+		t.Fatalf("node-a reads node-b through %s: %v", podnet.RouteReaderRole, err)
+	}
+	if err := admin.RbacV1().ClusterRoleBindings().Delete(ctx, podnet.RouteReaderRole, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// the RBAC authorizer sees the deletion once its informer has it: await the refusal
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err = a.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+		return apierrors.IsForbidden(err), nil
+	})
 	forbidden(t, "node-a reads node-b", err, "node 'node-a' cannot read 'node-b', only its own Node object")
 	_, err = a.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	forbidden(t, "node-a lists nodes", err, "cannot read all nodes")

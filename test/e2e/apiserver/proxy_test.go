@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"crypto/tls"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -10,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/net/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	fw "github.com/nodekit/nodekit/test/framework/apiserver"
 )
@@ -68,6 +71,16 @@ func TestPodLogProxiedToKubelet(t *testing.T) {
 	if r.path != "/containerLogs/default/p/c" || r.query != "tailLines=5" || r.cn != "kube-apiserver-kubelet-client" {
 		t.Fatalf("kubelet saw %+v", r)
 	}
+	// over a WebSocket (binary.k8s.io and base64.binary.k8s.io, as the conformance spec "retrieving logs
+	// from the container over websockets" and kubectl's clients open it), the same log arrives in frames.
+	for _, proto := range []string{"binary.k8s.io", "base64.binary.k8s.io"} {
+		if got := logOverWebSocket(t, s, "/api/v1/namespaces/default/pods/p/log?container=c", proto); got != "hello from the container\n" {
+			t.Errorf("pods/log over a %s WebSocket = %q", proto, got)
+		}
+		if r := <-got; r.path != "/containerLogs/default/p/c" {
+			t.Errorf("kubelet saw %+v for the WebSocket log", r)
+		}
+	}
 	// bad parameters are refused before the kubelet is asked: 400 for a value that is not a number, 422
 	// naming the parameter for one out of range (as kube-apiserver's ValidatePodLogOptions).
 	for q, want := range map[string]string{"tailLines=ten": "tailLines", "tailLines=-1": "tailLines: Invalid value: -1",
@@ -110,4 +123,41 @@ func TestPodLogProxiedToKubelet(t *testing.T) {
 	if _, err := s.Client.CoreV1().Pods("default").GetLogs("q", &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
 		t.Fatal("logs of an unscheduled pod must fail")
 	}
+}
+
+// logOverWebSocket opens path on the API server as a WebSocket with subprotocol proto (TLS client
+// certificate of the admin kubeconfig) and returns everything read until the server closes it.
+func logOverWebSocket(t *testing.T, s *fw.Server, path, proto string) string {
+	t.Helper()
+	tlsCfg, err := rest.TLSConfigFor(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := websocket.NewConfig("wss"+strings.TrimPrefix(s.Config.Host, "https")+path, "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TlsConfig, cfg.Protocol = tlsCfg, []string{proto}
+	ws, err := websocket.DialConfig(cfg)
+	if err != nil {
+		t.Fatalf("open WebSocket %s (%s): %v", path, proto, err)
+	}
+	defer ws.Close()
+	var out strings.Builder
+	for {
+		var frame []byte
+		if err := websocket.Message.Receive(ws, &frame); err != nil {
+			if err != io.EOF {
+				t.Errorf("read WebSocket %s: %v", path, err)
+			}
+			break
+		}
+		if proto == "base64.binary.k8s.io" {
+			if frame, err = base64.StdEncoding.DecodeString(string(frame)); err != nil {
+				t.Errorf("base64 frame: %v", err)
+			}
+		}
+		out.Write(frame)
+	}
+	return out.String()
 }

@@ -26,12 +26,15 @@ func nodeObject(name, podCIDR string, ip net.IP) *corev1.Node {
 	}
 }
 
+// clusterCIDR is the pod network of these tests' nodes, the scope of their routes.
+var _, clusterCIDR, _ = net.ParseCIDR("10.244.0.0/16")
+
 // syncRoutes applies the host-gw routes derived from nodes on every node of envs, as each agent would.
 func syncRoutes(t *testing.T, nodes []*corev1.Node, envs ...*env) {
 	t.Helper()
 	for _, e := range envs {
 		err := e.node.Do(func() error {
-			_, _, err := routes.Sync(routes.FromNodes(e.node.Name, nodes))
+			_, _, err := routes.Sync(routes.FromNodes(e.node.Name, nodes), clusterCIDR)
 			return err
 		})
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/scheduler"
@@ -379,3 +380,17 @@ func must(t *testing.T, err error) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// modify reads an object with get, applies change and writes it with update, retrying on conflict;
+// any other error fails the test.
+func modify[T any](t *testing.T, get func() (T, error), change func(T), update func(T) error) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := get()
+		if err != nil {
+			return err
+		}
+		change(obj)
+		return update(obj)
+	}))
+}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
 func demoDeployment(name string, replicas int32, image string) *appsv1.Deployment {
@@ -39,8 +42,10 @@ func demoDeployment(name string, replicas int32, image string) *appsv1.Deploymen
 func TestDeploymentScheduledAndSelfHeals(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	c.addNode("node-a", "2", "4Gi")
-	c.addNode("node-b", "2", "4Gi")
+	for _, name := range []string{"node-a", "node-b"} {
+		n := c.addNode(name, "2", "4Gi")
+		n.Ready = func(p *v1.Pod) bool { return p.Spec.Containers[0].Image != brokenImage } // a pull that never succeeds
+	}
 
 	// Node IPAM: each node gets its own /24 of the cluster CIDR.
 	cluster := netip.MustParsePrefix("10.244.0.0/16")
@@ -131,6 +136,140 @@ func TestDeploymentScheduledAndSelfHeals(t *testing.T) {
 		}
 		return nil
 	})
+	checkDeploymentAdoptsReplicaSet(t, c)
+	checkDeploymentScalesProportionally(t, c)
+}
+
+// brokenImage is the image of pods the fake nodes never report ready.
+const brokenImage = "demo:broken"
+
+// smallDeployment is demoDeployment without resource requests (many pods fit the test's nodes).
+func smallDeployment(name string, replicas int32, image string) *appsv1.Deployment {
+	d := demoDeployment(name, replicas, image)
+	d.Spec.Template.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	return d
+}
+
+// replicaSetsOf returns the ReplicaSets controlled by Deployment default/name by revision annotation.
+func (c *cluster) replicaSetsOf(name string) (map[string]*appsv1.ReplicaSet, error) {
+	d, err := c.Client.AppsV1().Deployments("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.Client.AppsV1().ReplicaSets("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*appsv1.ReplicaSet{}
+	for i := range list.Items {
+		if rs := &list.Items[i]; metav1.IsControlledBy(rs, d) {
+			out[rs.Annotations["deployment.kubernetes.io/revision"]] = rs
+		}
+	}
+	return out, nil
+}
+
+// checkDeploymentAdoptsReplicaSet is upstream's "RollingUpdateDeployment should delete old pods and
+// create new ones" and the adoption half of "should support rollover": an orphan ReplicaSet whose
+// labels match a new Deployment's selector (with revision 3546343826724305832) is adopted, the new
+// ReplicaSet gets the next revision, its pods count as available during the rollout (maxUnavailable
+// 0), and it is scaled to zero once the new one is available.
+func checkDeploymentAdoptsReplicaSet(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	one := int32(1)
+	rsLabels := map[string]string{"app": "legacy", "pod": "v1"}
+	orphan := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-controller", Namespace: "default", Labels: rsLabels,
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "3546343826724305832"}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: rsLabels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: rsLabels},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: "demo:v1"}}}}},
+	}
+	_, err := c.Client.AppsV1().ReplicaSets("default").Create(ctx, orphan, metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "orphan replicaset available", func() error {
+		rs, err := c.Client.AppsV1().ReplicaSets("default").Get(ctx, orphan.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if rs.Status.AvailableReplicas != 1 {
+			return errorf("status %+v", rs.Status)
+		}
+		return nil
+	})
+	d := smallDeployment("legacy", 1, "demo:v2")
+	zero, surge := intstr.FromInt32(0), intstr.FromInt32(1)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &surge}}
+	d, err = c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "adoption and rollout to revision 3546343826724305833", func() error {
+		cur, err := c.Client.AppsV1().Deployments("default").Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rss, err := c.replicaSetsOf(d.Name)
+		if err != nil {
+			return err
+		}
+		old, next := rss["3546343826724305832"], rss["3546343826724305833"]
+		if old == nil || old.Name != orphan.Name || next == nil || len(rss) != 2 {
+			return errorf("owned replicasets by revision %v", rss)
+		}
+		if cur.Annotations["deployment.kubernetes.io/revision"] != "3546343826724305833" || *old.Spec.Replicas != 0 ||
+			cur.Status.UpdatedReplicas != 1 || cur.Status.AvailableReplicas != 1 || cur.Status.Replicas != 1 {
+			return errorf("deployment annotations %v status %+v, old replicaset spec %d", cur.Annotations, cur.Status, *old.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+// checkDeploymentScalesProportionally is upstream's "deployment should support proportional
+// scaling": 10 replicas (maxSurge 3, maxUnavailable 2) roll to an image whose pods never become
+// ready, so the rollout stalls at 8 old and 5 new replicas; scaled to 30 during it, the 20 more
+// replicas (up to 30+3) are shared 12 to the old and 8 to the new ReplicaSet, in proportion to
+// their sizes.
+func checkDeploymentScalesProportionally(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	d := smallDeployment("prop", 10, "demo:v1")
+	surge, unavail := intstr.FromInt32(3), intstr.FromInt32(2)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &unavail, MaxSurge: &surge}}
+	_, err := c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	must(t, err)
+	sizes := func(want map[string]int32) func() error {
+		return func() error {
+			rss, err := c.replicaSetsOf(d.Name)
+			if err != nil {
+				return err
+			}
+			got := map[string]int32{}
+			for rev, rs := range rss {
+				got[rev] = *rs.Spec.Replicas
+				if rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas != *rs.Spec.Replicas {
+					return errorf("replicaset %s status %+v spec %d", rs.Name, rs.Status, *rs.Spec.Replicas)
+				}
+			}
+			if !maps.Equal(got, want) {
+				return errorf("spec.replicas by revision %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, 30*time.Second, "10 replicas of revision 1", sizes(map[string]int32{"1": 10}))
+	deployments := c.Client.AppsV1().Deployments("default")
+	change := func(f func(*appsv1.Deployment)) {
+		t.Helper()
+		modify(t, func() (*appsv1.Deployment, error) { return deployments.Get(ctx, d.Name, metav1.GetOptions{}) }, f,
+			func(cur *appsv1.Deployment) error {
+				_, err := deployments.Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+	}
+	change(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = brokenImage })
+	eventually(t, 30*time.Second, "rollout stalled at 8 old and 5 new", sizes(map[string]int32{"1": 8, "2": 5}))
+	change(func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](30) })
+	eventually(t, 30*time.Second, "scaled in proportion to 20 old and 13 new", sizes(map[string]int32{"1": 20, "2": 13}))
 }
 
 // TestSchedulerAgainstAPIServer: an oversized pod is reported Unschedulable with the per-reason

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 )
 
@@ -97,6 +98,31 @@ func TestPodDisruptionBudgetEvictionAndDrain(t *testing.T) {
 	}
 	if allowedN != 1 || refused != 1 {
 		t.Fatalf("two concurrent evictions: %d allowed, %d refused (errors %v)", allowedN, refused, errs)
+	}
+	// An evicted pod is marked DisruptionTarget before its deletion (as upstream's eviction; a Job's
+	// podFailurePolicy matches on it): a watch sees the condition before the pod goes.
+	created, err := c.Client.CoreV1().Pods("default").Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "evicted", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: "nowhere", Containers: []v1.Container{{Name: "c", Image: "demo-server"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=evicted", ResourceVersion: created.ResourceVersion})
+	must(t, err)
+	must(t, c.Client.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evicted", Namespace: "default"}}))
+	marked := false
+	for ev := range w.ResultChan() {
+		p, ok := ev.Object.(*v1.Pod)
+		if !ok {
+			t.Fatalf("watch: %v %v", ev.Type, ev.Object)
+		}
+		for _, cond := range p.Status.Conditions {
+			marked = marked || (cond.Type == v1.DisruptionTarget && cond.Status == v1.ConditionTrue && cond.Reason == "EvictionByEvictionAPI" && cond.Message == "Eviction API: evicting")
+		}
+		if marked || ev.Type == watch.Deleted {
+			break
+		}
+	}
+	w.Stop()
+	if !marked {
+		t.Fatal("evicted pod was never marked DisruptionTarget")
 	}
 	// The ReplicaSet replaces the evicted pod; the budget allows one disruption again.
 	waitBudget("budget back to 3 healthy after the replacement", 3, 1)

@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,8 @@ import (
 // manager: the controller reports status.hard and status.used; admission (k8s.io/apiserver's
 // ResourceQuota plugin with nodekit's evaluators) refuses the pod over pods=2 with upstream's
 // message, a pod without the cpu request a requests.cpu quota needs, a ConfigMap or Job over its
-// count/ quota, and pods over BestEffort- and Terminating-scoped quotas (other pods pass them); deleting a pod, or its turning Succeeded, frees quota; bad specs are 422 naming the
+// count/ quota, a pod whose RuntimeClass overhead takes it over requests.cpu (the overhead is charged),
+// and pods over BestEffort- and Terminating-scoped quotas (other pods pass them); deleting a pod, or its turning Succeeded, frees quota; bad specs are 422 naming the
 // field; anonymous users and a ServiceAccount without RBAC are 403.
 func TestResourceQuota(t *testing.T) {
 	c := startCluster(t)
@@ -110,6 +112,32 @@ func TestResourceQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 30*time.Second, "succeeded pod's quota freed", usedIs("compute", rl("pods", "1", "requests.cpu", "100m")))
+
+		// A RuntimeClass's overhead.podFixed (the pod's spec.overhead) is charged with the requests, at
+		// admission and in status.used (PodOverhead): 800m fits, 800m+250m does not.
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "quota-overhead"}, Handler: "runc",
+			Overhead: &nodev1.Overhead{PodFixed: rl("cpu", "250m")}}
+		if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		})
+		withOverhead := func(name, cpu string) *v1.Pod {
+			p := pod(name, cpu)
+			p.Spec.RuntimeClassName = &rc.Name
+			return p
+		}
+		_, err = pods.Create(ctx, withOverhead("p5", "800m"), metav1.CreateOptions{})
+		forbidden(err, "exceeded quota: compute, requested: requests.cpu=1050m, used: requests.cpu=100m, limited: requests.cpu=1")
+		if _, err := pods.Create(ctx, withOverhead("p5", "200m"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "overhead in status.used", usedIs("compute", rl("pods", "2", "requests.cpu", "550m")))
+		if err := pods.Delete(ctx, "p5", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "overhead pod's quota freed", usedIs("compute", rl("pods", "1", "requests.cpu", "100m")))
 	})
 
 	t.Run("counts", func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -82,7 +83,8 @@ func (w *availabilityWatcher) arm() {
 // (maxUnavailable 1, maxSurge 1) from v1 to v2 while a watcher checks that at least 3 pods are Ready
 // at every observed moment; pods become Ready only 300 ms after they run, so the rollout really waits
 // on readiness. The Service's EndpointSlices and Endpoints then list exactly the ready pods, with the
-// named target port resolved, and follow a pod turning unready.
+// named target port resolved, and follow a pod turning unready. Then, in the same cluster, pod hostnames in endpoints and the
+// EndpointSlice mirroring controller (testEndpointHostnames).
 func TestRollingUpdateKeepsAvailabilityAndEndpointSlicesFollowReadiness(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
@@ -262,6 +264,19 @@ func TestRollingUpdateKeepsAvailabilityAndEndpointSlicesFollowReadiness(t *testi
 		}
 		return nil
 	})
+
+	// Deleting the Service removes its Endpoints (they have no owner), as upstream's endpoints
+	// controller does (conformance "should create and delete Endpoints for a Service with a selector
+	// that matches no pods").
+	must(t, c.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	eventually(t, 20*time.Second, "endpoints removed with their service", func() error {
+		if _, err := c.Client.CoreV1().Endpoints("default").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("endpoints default/web after the service's deletion: %v", err)
+		}
+		return nil
+	})
+
+	testEndpointHostnames(t, c)
 }
 
 func equalStrings(a, b []string) bool {

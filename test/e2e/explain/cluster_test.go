@@ -1,7 +1,7 @@
 // Package explain_test breaks pods in many ways on one real cluster — embedded etcd and the API server,
 // the bundled scheduler and EndpointSlice controller, a real kubelet with the probe manager and node
 // status and the service proxy (the production agent, agent.Run; the proxy's rules go to a network
-// namespace of the test's) on a private containerd — and checks that `nodekit explain`
+// namespace of the test's) on a private containerd whose network is nodekit-cni — and checks that `nodekit explain`
 // names the step each is stuck at. A second Node object ("ghost") has no kubelet: it stays NotReady with the not-ready taint, the way
 // a dead node looks, so the scheduler sees two nodes.
 package explain_test
@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/cni/cnitest"
 	"github.com/nodekit/nodekit/controlplane/controllers"
 	"github.com/nodekit/nodekit/controlplane/scheduler"
 	"github.com/nodekit/nodekit/explain"
@@ -73,7 +74,12 @@ func startCluster(t *testing.T) *cluster {
 	sfx := suffix()
 	c := &cluster{node: "explain-" + sfx, ghost: "ghost-" + sfx}
 	cgroupRoot := agentfw.CgroupRoot(t, "explain-"+sfx) // removal runs last, after containerd removed the pods
-	c.rt = containerd.Start(t, containerd.Options{})
+	// The node's network is nodekit-cni, the production plugin (its IPAM store is what CNIFailure fills).
+	cniBin, err := cnitest.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rt = containerd.Start(t, containerd.Options{CNIBinDirs: []string{cniBin, "/usr/lib/cni"}, ConfList: containerd.NodekitConfList(t)})
 	c.api = apiserver.Start(t, apiserver.Options{})
 	c.client = c.api.Client
 	c.explainer = &explain.Explainer{Client: c.client}

@@ -95,8 +95,9 @@ func hasStep(r *explain.Report, component, step string) bool {
 	return false
 }
 
-// TestExplainBrokenPods breaks one pod per way on the same cluster, in parallel, and checks the
-// verdict names the step it is stuck at.
+// TestExplainBrokenPods breaks one pod per way on the same cluster, in parallel (the CNI failure after
+// the others, since it leaves the node no free pod IP), and checks the verdict names the step it is
+// stuck at.
 func TestExplainBrokenPods(t *testing.T) {
 	c := startCluster(t)
 	t.Run("group", func(t *testing.T) {
@@ -112,6 +113,7 @@ func TestExplainBrokenPods(t *testing.T) {
 		t.Run("NodeNotReady", func(t *testing.T) { t.Parallel(); nodeNotReady(t, c) })
 		t.Run("TerminatingOnFinalizer", func(t *testing.T) { t.Parallel(); finalizer(t, c) })
 	})
+	t.Run("CNIFailure", func(t *testing.T) { cniFailure(t, c) }) // exhausts the node's podCIDR: after the group
 }
 
 // healthy: a Ready demo pod behind a Service; its timeline runs from the API write through the

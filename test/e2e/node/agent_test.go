@@ -3,8 +3,6 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -154,7 +152,11 @@ func (a *agentProc) alive(t *testing.T) {
 // streaming), and so do attach and port-forward over SPDY and WebSocket (testPodStreams), `kubectl debug`
 // of a pod (ephemeral containers) and of the node (testDebug), the podCIDR yields the CNI conflist, a static pod runs with a Running mirror pod,
 // containerd stopped for 20 s makes the node NotReady and Ready again with the pod untouched, and SIGTERM
-// stops the agent cleanly (exit 0) while the containers keep running.
+// stops the agent cleanly (exit 0) while the containers keep running. Certificates: the node's client
+// certificate, 45 s from its end, is renewed through a CSR the self-node-client rule approves, with the
+// cluster's 15-minute --cluster-signing-duration, and the node still heartbeats after the old one
+// expired; the serving certificate's SANs are the Node's addresses; the node's CSRs for another node's
+// name are refused.
 func TestAgentBinary(t *testing.T) {
 	rt := ctrfw.Start(t, ctrfw.Options{})
 	api := apifw.Start(t, apifw.Options{})
@@ -170,7 +172,8 @@ func TestAgentBinary(t *testing.T) {
 	cdone := make(chan struct{})
 	go func() {
 		defer close(cdone)
-		if err := controllers.Run(cctx, admin, controllers.Options{Controllers: []string{controllers.CSRApproving, controllers.CSRSigning, controllers.EndpointSlice}, ClusterSigner: ca}); err != nil && cctx.Err() == nil {
+		if err := controllers.Run(cctx, admin, controllers.Options{Controllers: []string{controllers.CSRApproving, controllers.CSRSigning, controllers.EndpointSlice},
+			ClusterSigner: ca, ClusterSigningDuration: testSigningDuration}); err != nil && cctx.Err() == nil {
 			t.Errorf("certificate controllers: %v", err)
 		}
 	}()
@@ -179,11 +182,18 @@ func TestAgentBinary(t *testing.T) {
 	manifests := filepath.Join(dir, "manifests")
 	os.MkdirAll(manifests, 0o755)
 	cfgFile := filepath.Join(dir, "kubelet.yaml")
+	// The harness's GC and eviction settings (test/framework/agent): the shared host disk's fill level
+	// would otherwise evict the test's pods (imagefs.available<15 %).
 	os.WriteFile(cfgFile, []byte(fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
-		"nodeStatusUpdateFrequency: 1s\nnodeLeaseDurationSeconds: 4\nfileCheckFrequency: 1s\nstaticPodPath: %s\npodLogsDir: %s\n",
-		manifests, filepath.Join(dir, "pods"))), 0o644)
+		"nodeStatusUpdateFrequency: 1s\nnodeLeaseDurationSeconds: 4\nfileCheckFrequency: 1s\nstaticPodPath: %s\npodLogsDir: %s\n"+
+		"imageGCHighThresholdPercent: %d\nevictionHard:\n  memory.available: %s\n",
+		manifests, filepath.Join(dir, "pods"), fwagent.NoImageGCPercent, fwagent.MemoryEvictionHard)), 0o644)
 	port := freePort(t)
-	agent := startAgent(t, "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", api.NodeKubeconfig(t, nodeName),
+	// The node's client certificate is near its end: the agent renews it through a CSR at once. (The
+	// binary is built first: the 45 s count from the agent's start.)
+	nodekitBinary(t)
+	kubeconfig, oldCert := expiringNodeKubeconfig(t, api, ca, nodeName, time.Now().Add(45*time.Second))
+	agent := startAgent(t, "--data-dir", filepath.Join(dir, "data"), "--kubeconfig", kubeconfig,
 		"--node-name", nodeName, "--node-ip", "127.0.0.1", "--address", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--container-runtime-endpoint", rt.Endpoint(), "--config", cfgFile, "--cni-conf-dir", filepath.Join(dir, "net.d"),
 		// no service proxy: it would program the host's own iptables (10.96.0.1 to this test's API server)
@@ -238,17 +248,9 @@ func TestAgentBinary(t *testing.T) {
 		}
 		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("%s %v", p.Status.Phase, p.Status.Conditions)
 	})
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	waitFor(t, 30*time.Second, "kubelet serving certificate from the cluster CA", func() (bool, string) {
-		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
-		if err != nil {
-			return false, err.Error()
-		}
-		defer conn.Close()
-		leaf := conn.ConnectionState().PeerCertificates[0]
-		return leaf.Subject.CommonName == "system:node:"+nodeName, leaf.Subject.String()
-	})
+	waitClientRotated(t, admin, filepath.Join(dir, "data", "kubelet", "pki"), nodeName, oldCert, ca)
+	assertServingCert(t, admin, port, nodeName, ca)
+	assertForgedCSRsRefused(t, api, nodeName)
 	waitFor(t, 20*time.Second, "pod logs through the API server", func() (bool, string) {
 		b, err := admin.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "web"}).DoRaw(ctx)
 		return err == nil && strings.Contains(string(b), "demo-server v1 starting pod="), fmt.Sprintf("%q %v", b, err)
@@ -308,6 +310,9 @@ func TestAgentBinary(t *testing.T) {
 			cs[0].ContainerID == was[0].ContainerID && cs[0].Ready && cs[0].State.Running != nil
 		return ok, fmt.Sprintf("%s %+v", p.Status.Phase, cs)
 	})
+
+	// Past the old client certificate's end, the node still heartbeats: with the renewed one.
+	waitHeartbeatAfter(t, admin, nodeName, oldCert.NotAfter)
 
 	// SIGTERM: clean exit; containers keep running (the next agent adopts them).
 	if err := agent.stop(30 * time.Second); err != nil {

@@ -105,14 +105,24 @@ func testProxy(t *testing.T, cfg *rest.Config, kubeconfig, nodeName string, kube
 			}
 			t.Cleanup(func() { admin.CoreV1().Services(ns).Delete(context.Background(), s.Name, metav1.DeleteOptions{}) })
 		}
-		waitFor(t, 60*time.Second, "the service's EndpointSlice with the ready pod", func() (bool, string) {
+		waitFor(t, 60*time.Second, "the service's EndpointSlice with the ready pod and every service port", func() (bool, string) {
 			l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
 			if err != nil {
 				return false, err.Error()
 			}
 			for _, s := range l.Items {
+				ports := map[string]bool{}
+				for _, p := range s.Ports {
+					if p.Name != nil && p.Port != nil {
+						ports[*p.Name] = true
+					}
+				}
+				all := len(ports) == len(svc.Spec.Ports)
+				for _, sp := range svc.Spec.Ports {
+					all = all && ports[sp.Name]
+				}
 				for _, e := range s.Endpoints {
-					if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					if all && e.Conditions.Ready != nil && *e.Conditions.Ready {
 						return true, ""
 					}
 				}

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/agent"
@@ -425,12 +426,17 @@ func testStatefulSet(t *testing.T, c *cluster) {
 	t.Logf("set of 2 with claims running in %v", time.Since(start).Round(time.Millisecond))
 
 	// scale down: db-1's claim goes with the pod (whenScaled=Delete), and its volume with the claim
-	scale, err := c.client.AppsV1().StatefulSets(ns).GetScale(ctx, "db", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 1
-	if _, err := c.client.AppsV1().StatefulSets(ns).UpdateScale(ctx, "db", scale, metav1.UpdateOptions{}); err != nil {
+	// The controller's status writes move the resourceVersion the scale carries: retry on conflict,
+	// as any client of /scale does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := c.client.AppsV1().StatefulSets(ns).GetScale(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 1
+		_, err = c.client.AppsV1().StatefulSets(ns).UpdateScale(ctx, "db", scale, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "claim data-db-1 and its volume deleted", func() error {

@@ -20,7 +20,8 @@ import (
 // as child processes; when one stops while the server runs (here the scheduler, made to return by
 // server.FaultStopEnv, which cancels its loop's context: its Run returns as a loop stopping on its own
 // does, and the child exits non-zero), the server logs it and starts it again, recording the restart
-// in the component record its mirror pod reports, and keeps serving.
+// in the component record its mirror pod reports, and keeps serving. The children start watching only
+// once the API server is ready, so their logs hold no "forbidden" answer from before the RBAC bootstrap.
 func TestServerRestartsAStoppedComponent(t *testing.T) {
 	bin := binaries(t)
 	dir := t.TempDir()
@@ -80,6 +81,24 @@ func TestServerRestartsAStoppedComponent(t *testing.T) {
 	}
 	if b, err := os.ReadFile(sc.Paths().LogFile(components.APIServer)); err != nil || !strings.Contains(string(b), `msg="apiserver configured"`) {
 		t.Errorf("the server's own log file lacks its start line (%v)", err)
+	}
+	// The children wait for the API server's readiness (the RBAC bootstrap roles reconciled) before
+	// they start watching: no "forbidden" answer at start, and one line saying they waited.
+	for _, c := range []string{components.Scheduler, components.ControllerManager} {
+		b, err := os.ReadFile(sc.Paths().LogFile(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var forbidden []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "forbidden") {
+				forbidden = append(forbidden, l)
+			}
+		}
+		t.Logf("%s.log: %d lines, %d with \"forbidden\"", c, strings.Count(string(b), "\n"), len(forbidden))
+		if len(forbidden) > 0 || !strings.Contains(string(b), `msg="API server ready; starting"`) {
+			t.Errorf("%s.log: %d \"forbidden\" lines (want none), or no line saying it waited for the API server; first: %q", c, len(forbidden), append(forbidden, "")[0])
+		}
 	}
 	t.Logf("scheduler stopped 10s after start and was restarted by the server; %v after start", time.Since(start).Round(time.Millisecond))
 }

@@ -32,10 +32,12 @@ func need(t *testing.T, tool, pkg string) string {
 	return p
 }
 
-// TestShellcheckScripts runs shellcheck on every shell script under hack/.
+// TestShellcheckScripts runs shellcheck on every shell script under hack/ and hack/vm/ (the VM test leg).
 func TestShellcheckScripts(t *testing.T) {
 	sc := need(t, "shellcheck", "shellcheck")
 	scripts, _ := filepath.Glob(filepath.Join(hackDir(t), "*.sh"))
+	vm, _ := filepath.Glob(filepath.Join(hackDir(t), "vm", "*.sh"))
+	scripts = append(scripts, vm...)
 	if len(scripts) == 0 {
 		t.Fatal("no scripts in hack/")
 	}
@@ -211,7 +213,7 @@ class Rec
       blk.call(Rec.new(m))
     when "provider"
       p = (@h["providers"] ||= {})[args.first.to_s] = {}
-      blk.call(Rec.new(p))
+      blk.call(Rec.new(p), Rec.new(p["override"] ||= {}))
     when "provision"
       (@h["provision"] ||= []) << { "type" => args[0].to_s }.merge(args[1].transform_keys(&:to_s))
     when "network"
@@ -297,10 +299,11 @@ func TestVagrantfile(t *testing.T) {
 		if m.Name == "server" {
 			role = "server"
 		}
-		if !strings.Contains(script, "/nodekit/hack/install.sh "+role) {
-			t.Errorf("%s provisioning does not call install.sh %s:\n%s", m.Name, role, script)
+		// The same provisioning script as the VM test leg (hack/vm/run.sh).
+		if !strings.Contains(script, "/nodekit/hack/provision.sh "+role) {
+			t.Errorf("%s provisioning does not call provision.sh %s:\n%s", m.Name, role, script)
 		}
-		if role == "agent" && !regexp.MustCompile(`--server https://192\.168\.56\.10:6443`).MatchString(script) {
+		if role == "agent" && !regexp.MustCompile(`--server-ip 192\.168\.56\.10\b`).MatchString(script) {
 			t.Errorf("%s does not join the server:\n%s", m.Name, script)
 		}
 		if out, err := exec.Command("bash", "-n", "-c", script).CombinedOutput(); err != nil {

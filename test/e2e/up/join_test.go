@@ -133,8 +133,13 @@ func TestLabJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The kubeconfig names the agent's client certificate store (rotated in place), as upstream's kubelet.
 	nctx := nkc.Contexts[nkc.CurrentContext]
-	certs, err := certutil.ParseCertsPEM(nkc.AuthInfos[nctx.AuthInfo].ClientCertificateData)
+	current := filepath.Join(node.DataDir, "kubelet", "pki", "kubelet-client-current.pem")
+	if ai := nkc.AuthInfos[nctx.AuthInfo]; ai.ClientCertificate != current || ai.ClientKey != current {
+		t.Fatalf("node kubeconfig user %s: client-certificate %q, client-key %q, want %s", nctx.AuthInfo, ai.ClientCertificate, ai.ClientKey, current)
+	}
+	certs, err := certutil.CertsFromFile(current)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/cluster"
+	"github.com/nodekit/nodekit/cni/routes"
 	"github.com/nodekit/nodekit/examples"
 	"github.com/nodekit/nodekit/kubelet/processpods"
 	"github.com/nodekit/nodekit/kubelet/static"
@@ -26,7 +27,7 @@ import (
 )
 
 // TestLab runs `nodekit lab up --nodes 3` and asserts the pod creation workflow across nodes: pods pinned
-// to two nodes talk pod-to-pod across the lab bridge, the demo Service answers from a third node's
+// to two nodes talk pod-to-pod across the lab bridge (through the host-gw routes the agents installed), the demo Service answers from a third node's
 // namespace with every backend, a frozen node (its agent SIGSTOPped: no more heartbeats) turns NotReady
 // and its demo pods are replaced on the other nodes, thawed it is Ready again and removes the pods
 // evicted meanwhile; `lab down` leaves no namespace, interface, process or data behind.
@@ -52,39 +53,8 @@ func TestLab(t *testing.T) {
 	n1, n2, n3 := st.Nodes[0], st.Nodes[1], st.Nodes[2]
 
 	// Pod-to-pod across nodes: a pod pinned to n1 reaches a pod pinned to n2 by its pod IP.
-	pin := func(name, node string) {
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{
-			NodeName: node, TerminationGracePeriodSeconds: new(int64),
-			Containers: []v1.Container{{Name: "demo-server", Image: "nodekit.local/demo-server:v1",
-				Env: []v1.EnvVar{{Name: "POD_NAME", Value: name}}}}}}
-		if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pin("pin-a", n1.Name)
-	pin("pin-b", n2.Name)
-	ips := map[string]string{}
-	e.waitFor(t, client, 3*time.Minute, "pinned pods Running", func() (bool, string) {
-		for _, name := range []string{"pin-a", "pin-b"} {
-			p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-			if err != nil || p.Status.Phase != v1.PodRunning || p.Status.PodIP == "" {
-				return false, fmt.Sprintf("%s: %v %v", name, err, p.Status.Phase)
-			}
-			ips[name] = p.Status.PodIP
-		}
-		return true, ""
-	})
-	rt, err := cri.Dial(ctx, "unix://"+agent.Config{DataDir: n1.DataDir}.Paths().ContainerdSocket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	cs, err := rt.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{"io.kubernetes.pod.name": "pin-a"}}})
-	if err != nil || len(cs.Containers) == 0 {
-		t.Fatalf("pin-a's container on %s: %v", n1.Name, err)
-	}
-	pidA := containerPID(t, rt, cs.Containers[0].Id)
+	ips := e.runPinned(t, client, map[string]string{"pin-a": n1.Name, "pin-b": n2.Name})
+	pidA := podPID(t, n1, "pin-a")
 	var answer string
 	for i := 0; i < 20; i++ {
 		b, err := exec.Command("nsenter", "-t", strconv.Itoa(pidA), "-n", "--", "curl", "-sS", "--max-time", "3", "http://"+ips["pin-b"]+":8080/").CombinedOutput()
@@ -97,6 +67,18 @@ func TestLab(t *testing.T) {
 		t.Fatalf("pod pin-a on %s → pod pin-b %s on %s: %q", n1.Name, ips["pin-b"], n2.Name, answer)
 	}
 	t.Logf("pod on %s reached pod on %s: %s", n1.Name, n2.Name, answer)
+	// ... through the route n1's agent installed (podroutes: cni/routes' protocol), as the host's.
+	node2, err := client.CoreV1().Nodes().Get(ctx, n2.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := node2.Spec.PodCIDR + " via " + n2.IP
+	for _, where := range [][]string{{"-n", n1.Netns}, nil} {
+		out, err := exec.Command("ip", append(where, "route", "show", "proto", strconv.Itoa(int(routes.Protocol)))...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("ip %v route show proto %d: %v %q, want %q", where, routes.Protocol, err, out, want)
+		}
+	}
 
 	// A Service across nodes: the demo, reached from n3's namespace, answers from every backend.
 	if _, err := cluster.Apply(ctx, restConfig(t, e), examples.Demo); err != nil {
@@ -197,4 +179,50 @@ func readyOff(ctx context.Context, client kubernetes.Interface, lost string) (bo
 		}
 	}
 	return ready >= 3, fmt.Sprintf("%d Ready off %s: %v", ready, lost, where)
+}
+
+// runPinned starts a demo-server pod named name on node for each name → node of pods and returns their
+// pod IPs once all are Running.
+func (e *env) runPinned(t *testing.T, client kubernetes.Interface, pods map[string]string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	for name, node := range pods {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1.PodSpec{
+			NodeName: node, TerminationGracePeriodSeconds: new(int64),
+			Containers: []v1.Container{{Name: "demo-server", Image: "nodekit.local/demo-server:v1",
+				Env: []v1.EnvVar{{Name: "POD_NAME", Value: name}}}}}}
+		if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ips := map[string]string{}
+	e.waitFor(t, client, 3*time.Minute, "pinned pods Running", func() (bool, string) {
+		for name := range pods {
+			p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != v1.PodRunning || p.Status.PodIP == "" {
+				return false, fmt.Sprintf("%s: %v %v", name, err, p.Status.Phase)
+			}
+			ips[name] = p.Status.PodIP
+		}
+		return true, ""
+	})
+	return ips
+}
+
+// podPID is the PID of the first container of the pod named pod on lab node n (found through n's
+// containerd), whose network namespace is the pod's.
+func podPID(t *testing.T, n cluster.LabNode, pod string) int {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := cri.Dial(ctx, "unix://"+agent.Config{DataDir: n.DataDir}.Paths().ContainerdSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	cs, err := rt.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod}}})
+	if err != nil || len(cs.Containers) == 0 {
+		t.Fatalf("%s's container on %s: %v", pod, n.Name, err)
+	}
+	return containerPID(t, rt, cs.Containers[0].Id)
 }

@@ -33,7 +33,9 @@ type labRun struct {
 
 // startLab runs `nodekit lab up --nodes nodes --join-nodes join` under a fresh temporary data dir and
 // waits (up to 6 minutes) for its summary. Cleanup logs the components' logs on failure, then runs down.
-func startLab(t *testing.T, prefix string, nodes, join int) *labRun {
+// The lab's names, subnet, ports and CIDRs are random unless extra (more flags, after the others) sets
+// them.
+func startLab(t *testing.T, prefix string, nodes, join int, extra ...string) *labRun {
 	t.Helper()
 	bin := binaries(t)
 	images := ctrfw.ImagesDir(t)
@@ -55,6 +57,7 @@ func startLab(t *testing.T, prefix string, nodes, join int) *labRun {
 		"--cluster-cidr", fmt.Sprintf("10.%d.0.0/16", 150+rand.IntN(70)),
 		"--service-cluster-ip-range", fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(50), rand.IntN(250)),
 		"--images-dir", images, "--kubelet-config", kubeletConfig, "--component-log-level", "error"}
+	args = append(args, extra...)
 	if c := os.Getenv("NODEKIT_CONTAINERD"); c != "" {
 		args = append(args, "--containerd", c)
 		l.pathEnv = []string{"PATH=" + filepath.Dir(c) + string(os.PathListSeparator) + os.Getenv("PATH")}

@@ -52,7 +52,8 @@ const demoSelector = "app.kubernetes.io/name=" + examples.DemoName
 // Ready, 3 Ready demo pods, the demo Service answering through its ClusterIP from the host and from a
 // pod's network namespace with all 3 backends seen, `kubectl top` (assertTop), the cluster DNS
 // (CoreDNS, assertClusterDNS), a killed demo container brought back to 3 Ready, a ReplicationController's
-// life cycle (assertReplicationController); then SIGINT stops `up` cleanly, a second `up` with
+// life cycle (assertReplicationController), a CPU-bound Deployment scaled to its maximum by a
+// HorizontalPodAutoscaler made with kubectl autoscale (startHPA, assertHPA); then SIGINT stops `up` cleanly, a second `up` with
 // --disable coredns,metrics resumes from the same etcd data (same pods' Deployment UID), removes the DNS
 // add-on and serves no metrics.k8s.io, and `nodekit down --purge` leaves nothing: no process, mount, netns, bridge, iptables chain, conflist,
 // pod log directory or data directory.
@@ -79,6 +80,8 @@ func TestUpDemoAndPurge(t *testing.T) {
 
 	// 3 Ready demo pods.
 	pods := e.waitDemoReady(t, client, 3, nil)
+	// A CPU-burning Deployment under a HorizontalPodAutoscaler, checked by assertHPA below.
+	e.startHPA(t, client)
 	names := map[string]bool{}
 	for _, p := range pods {
 		names[p.Name] = true
@@ -153,6 +156,9 @@ func TestUpDemoAndPurge(t *testing.T) {
 	e.assertReplicationController(t, client, rt, dep.Spec.Template)
 	rt.Close()
 
+	// The autoscaler started above scaled its Deployment to maxReplicas (assertHPA).
+	e.assertHPA(t, client)
+
 	// SIGINT: up stops its children (agent, server) and exits 0.
 	up.interrupt(t)
 
@@ -201,6 +207,8 @@ type env struct {
 	serviceCIDR, podCIDR    string
 	serviceNet              *net.IPNet
 	nodeName                string
+	// downOutput is what the last `nodekit down --purge` printed, shown when something is left behind.
+	downOutput string
 	// resolvConf is the kubelet's --resolv-conf (writeResolvConf); extraArgs are added to up's flags.
 	resolvConf string
 	extraArgs  []string
@@ -515,6 +523,7 @@ func (e *env) down(t *testing.T) {
 	e.purged = true
 	cmd := exec.Command(filepath.Join(e.bin, "nodekit"), "down", "--purge", "--data-dir", e.dataDir)
 	out, err := cmd.CombinedOutput()
+	e.downOutput = string(out)
 	if err != nil {
 		t.Errorf("nodekit down --purge: %v\n%s", err, tail(string(out), 40))
 	}
@@ -543,6 +552,11 @@ func (e *env) processesUsingDataDir() map[int]string {
 
 func (e *env) assertNothingLeft(t *testing.T, procs map[int]string, netns map[string]bool, clusterIP string) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			t.Logf("nodekit down --purge printed:\n%s", tail(e.downOutput, 60))
+		}
+	}()
 	for pid, cl := range procs {
 		if syscall.Kill(pid, 0) == nil {
 			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.ReplaceAll(string(b), "\x00", " ") == cl {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/kubelet"
+	"github.com/nodekit/nodekit/podroutes"
 	"github.com/nodekit/nodekit/test/framework/apiserver"
 	"github.com/nodekit/nodekit/test/framework/containerd"
 )
@@ -30,7 +31,7 @@ const NodeIP = "192.0.2.10"
 
 // Config returns the agent of Node name on rt with api's node credentials for name: its own data dir
 // (t.TempDir()) holding the kubelet root dir, the CNI config dir (net.d) and the pod logs (pods),
-// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy off, image GC off and
+// InternalIP NodeIP, the kubelet server on a free port of 127.0.0.1, the proxy and the route controller off, image GC off and
 // only the memory.available<100Mi eviction threshold. The pods' cgroup root is the caller's (see
 // CgroupRoot).
 func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Server) agent.Config {
@@ -44,7 +45,8 @@ func Config(t testing.TB, name string, rt *containerd.Runtime, api *apiserver.Se
 	dataDir := c.DataDir
 	t.Cleanup(func() { UnmountBelow(t, dataDir) }) // runs before t.TempDir's removal
 	c.CNIConfDir, c.DisableProxy = filepath.Join(c.DataDir, "net.d"), true
-	c.ComponentPods = false // no server on this data dir, and no proxy
+	c.NetworkBackend = podroutes.BackendNone // the host's routes are no test node's to keep
+	c.ComponentPods = false                  // no server on this data dir, and no proxy
 	k := &c.Kubelet
 	k.ContainerRuntimeEndpoint, k.PodLogsDir = rt.Endpoint(), filepath.Join(c.DataDir, "pods")
 	k.Address, k.Port = "127.0.0.1", int32(port)
@@ -94,12 +96,13 @@ func WriteKubeletConfig(dir string) (string, error) {
 }
 
 // CgroupRoot returns /nodekit-<name>, the pods' cgroup root of a test node, and registers its removal
-// from every cgroup v1 hierarchy with t.Cleanup. Call it before starting the test's containerd, so the
+// from every cgroup v1 hierarchy and the v2 tree with t.Cleanup. Call it before starting the test's containerd, so the
 // removal runs after containerd removed the pods.
 func CgroupRoot(t testing.TB, name string) string {
 	root := "/nodekit-" + name
 	t.Cleanup(func() {
-		hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+		hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*") // cgroup v1: one per controller
+		hierarchies = append(hierarchies, "/sys/fs/cgroup") // cgroup v2: the unified tree
 		for _, h := range hierarchies {
 			var dirs []string
 			_ = filepath.WalkDir(filepath.Join(h, root), func(p string, d fs.DirEntry, err error) error {

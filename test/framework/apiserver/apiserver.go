@@ -82,8 +82,22 @@ type Server struct {
 	done   chan error
 }
 
+// EnvStartTimeout names the variable that bounds Start (a Go duration, e.g. "10m"; default 2m). The VM
+// leg sets it: under qemu's software emulation, with the installed agent beside the test, etcd and the
+// API server take longer than 2 minutes to become ready.
+const EnvStartTimeout = "NODEKIT_TEST_START_TIMEOUT"
+
+// StartTimeout is the bound of Start: $NODEKIT_TEST_START_TIMEOUT when it parses as a positive
+// duration, 2 minutes otherwise.
+func StartTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(EnvStartTimeout)); err == nil && d > 0 {
+		return d
+	}
+	return 2 * time.Minute
+}
+
 // Start starts etcd and the API server, waits until /readyz answers ok and the system namespaces
-// exist, and registers cleanup. It fails the test on any error.
+// exist, and registers cleanup; all of it within StartTimeout. It fails the test on any error.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "nodekit-apiserver-")
@@ -91,7 +105,7 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout())
 	defer cancel()
 	paths := nodekitserver.Config{DataDir: dir}.Paths()
 	store, err := etcd.Start(ctx, etcd.Config{DataDir: paths.EtcdDir, PKIDir: paths.PKIDir, ClientAddr: "127.0.0.1:0"})

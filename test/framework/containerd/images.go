@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodekit/nodekit/images/build"
+	"github.com/nodekit/nodekit/images/bundled"
 )
 
 var (
@@ -24,8 +25,13 @@ var (
 	imagesLock *os.File
 )
 
+// EnvImages names a directory of prebuilt OCI archives of the bundled images (what `make images` writes
+// to _output/images). When set, BuildImages returns it as it is and builds nothing: a test binary built
+// with `go test -c` then runs where there is no Go toolchain (the guests of `make vm-test`).
+const EnvImages = "NODEKIT_TEST_IMAGES"
+
 // BuildImages returns a directory holding the OCI archives of every bundled image (bundled.All), built
-// from this source tree at most once per test binary. Archives are cached in
+// from this source tree at most once per test binary ($NODEKIT_TEST_IMAGES instead when set, see EnvImages). Archives are cached in
 // $TMPDIR/nodekit-images-<source hash> (hash of images/, go.mod, go.sum, Go version, arch — see
 // build.SourceHash), so later test binaries and runs reuse them; concurrent test binaries serialize on a
 // lock file next to the cache and the first one builds. A cold build takes about 30 s.
@@ -45,6 +51,14 @@ func ImagesDir(t testing.TB) string {
 }
 
 func buildImages() (string, error) {
+	if dir := os.Getenv(EnvImages); dir != "" {
+		for _, ref := range bundled.All {
+			if _, err := os.Stat(filepath.Join(dir, build.ArchiveName(ref))); err != nil {
+				return "", fmt.Errorf("%s=%s: not a directory of the bundled images' archives: %w", EnvImages, dir, err)
+			}
+		}
+		return dir, nil
+	}
 	mod, err := build.FindModuleDir(".")
 	if err != nil {
 		return "", err

@@ -59,6 +59,9 @@ type Options struct {
 	// (containerd.Config.RestartBackoff and MaxRestartBackoff; default 1 s doubling to 30 s): tests
 	// killing it often set it small.
 	RestartBackoff time.Duration
+	// CgroupDriver is runc's cgroup driver, "cgroupfs" or "systemd"; default containerd.DetectCgroupDriver
+	// (systemd on a cgroup v2 host under systemd, else cgroupfs).
+	CgroupDriver string
 	// SkipImport leaves the image store empty (no bundled images, not even the pause image).
 	SkipImport bool
 	// Logger receives the supervisor's log lines (containerd's own output goes to containerd.log in the
@@ -153,7 +156,7 @@ func New(opts Options) (_ *Runtime, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sup, err := containerd.New(ctx, containerd.Config{
-		Dir: dir, Binary: binary, CNIBinDirs: opts.CNIBinDirs, CNIConfDir: r.CNIConfDir,
+		Dir: dir, Binary: binary, CNIBinDirs: opts.CNIBinDirs, CNIConfDir: r.CNIConfDir, CgroupDriver: opts.CgroupDriver,
 		Logger: logger.With("containerd_dir", dir), StopTimeout: 10 * time.Second, RestartBackoff: opts.RestartBackoff, MaxRestartBackoff: opts.RestartBackoff,
 	})
 	if err != nil {

@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/nodekit/nodekit/internal/podnet"
 )
 
 // Well-known names.
@@ -211,6 +213,8 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(read...).groups(core).res("events", "pods", "nodes", "namespaces"),
 			rule(read...).groups(extensions).res("deployments")),
 		clusterRole("system:node", NodeRules()...),
+		// nodekit's: every node's route controller reads all Nodes (their podCIDRs and InternalIPs)
+		clusterRole(podnet.RouteReaderRole, rule(read...).groups(core).res("nodes")),
 		clusterRole("system:node-problem-detector",
 			rule("get").groups(core).res("nodes"), rule("patch").groups(core).res("nodes/status"), eventsRule()),
 		clusterRole("system:node-bootstrapper",
@@ -459,6 +463,8 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		b("system:volume-scheduler", userSubject(user.KubeScheduler)),
 		// upstream keeps this binding without subjects (the Node authorizer grants nodes their rules)
 		b("system:node"),
+		// every node reads all Nodes for its host-gw routes (docs/access-control.md: the trade-off)
+		b(podnet.RouteReaderRole, group(user.NodesGroup)),
 		b("system:service-account-issuer-discovery", group(serviceaccount.AllServiceAccountsGroup)),
 	}
 	// kubeadm's: bootstrap-token users may request node client certificates.

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/podspec"
 )
 
 // Kind is the kind of object a node may reach through the pods bound to it.
@@ -154,80 +156,15 @@ func PodRefs(pod *corev1.Pod) []Ref {
 		sa = "default" // what the kubelet requests tokens for when the pod names none
 	}
 	add(ServiceAccount, sa)
-	for _, s := range pod.Spec.ImagePullSecrets {
-		add(Secret, s.Name)
-	}
+	podspec.VisitSecretNames(pod, func(name string) { add(Secret, name) })
+	podspec.VisitConfigMapNames(pod, func(name string) { add(ConfigMap, name) })
 	for _, v := range pod.Spec.Volumes {
 		switch {
-		case v.Secret != nil:
-			add(Secret, v.Secret.SecretName)
-		case v.ConfigMap != nil:
-			add(ConfigMap, v.ConfigMap.Name)
 		case v.PersistentVolumeClaim != nil:
 			add(PersistentVolumeClaim, v.PersistentVolumeClaim.ClaimName)
 		case v.Ephemeral != nil:
 			add(PersistentVolumeClaim, pod.Name+"-"+v.Name)
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					add(Secret, src.Secret.Name)
-				}
-				if src.ConfigMap != nil {
-					add(ConfigMap, src.ConfigMap.Name)
-				}
-			}
 		}
-		// secrets that volume plugins read (upstream's VisitPodSecretNames)
-		switch {
-		case v.AzureFile != nil:
-			add(Secret, v.AzureFile.SecretName)
-		case v.CephFS != nil && v.CephFS.SecretRef != nil:
-			add(Secret, v.CephFS.SecretRef.Name)
-		case v.Cinder != nil && v.Cinder.SecretRef != nil:
-			add(Secret, v.Cinder.SecretRef.Name)
-		case v.FlexVolume != nil && v.FlexVolume.SecretRef != nil:
-			add(Secret, v.FlexVolume.SecretRef.Name)
-		case v.RBD != nil && v.RBD.SecretRef != nil:
-			add(Secret, v.RBD.SecretRef.Name)
-		case v.ISCSI != nil && v.ISCSI.SecretRef != nil:
-			add(Secret, v.ISCSI.SecretRef.Name)
-		case v.ScaleIO != nil && v.ScaleIO.SecretRef != nil:
-			add(Secret, v.ScaleIO.SecretRef.Name)
-		case v.StorageOS != nil && v.StorageOS.SecretRef != nil:
-			add(Secret, v.StorageOS.SecretRef.Name)
-		case v.CSI != nil && v.CSI.NodePublishSecretRef != nil:
-			add(Secret, v.CSI.NodePublishSecretRef.Name)
-		}
-	}
-	visit := func(envFrom []corev1.EnvFromSource, env []corev1.EnvVar) {
-		for _, e := range envFrom {
-			if e.SecretRef != nil {
-				add(Secret, e.SecretRef.Name)
-			}
-			if e.ConfigMapRef != nil {
-				add(ConfigMap, e.ConfigMapRef.Name)
-			}
-		}
-		for _, e := range env {
-			if e.ValueFrom == nil {
-				continue
-			}
-			if e.ValueFrom.SecretKeyRef != nil {
-				add(Secret, e.ValueFrom.SecretKeyRef.Name)
-			}
-			if e.ValueFrom.ConfigMapKeyRef != nil {
-				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name)
-			}
-		}
-	}
-	for _, c := range pod.Spec.InitContainers {
-		visit(c.EnvFrom, c.Env)
-	}
-	for _, c := range pod.Spec.Containers {
-		visit(c.EnvFrom, c.Env)
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		visit(c.EnvFrom, c.Env)
 	}
 	return out
 }

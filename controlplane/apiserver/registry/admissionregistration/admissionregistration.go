@@ -48,9 +48,10 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	vap, vapStatus, err := store.New(getter, store.Spec{Resource: gr("validatingadmissionpolicies"), Singular: "validatingadmissionpolicy",
-		Categories: []string{"api-extensions"},
-		NewFunc:    func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
-		NewList:    func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
+		StatusMetadata: store.StatusResetsObjectMeta,
+		Categories:     []string{"api-extensions"},
+		NewFunc:        func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+		NewList:        func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
 		Strategy: store.NewStrategy(false, true, func(o runtime.Object) field.ErrorList {
 			return validation.ValidatingAdmissionPolicy(o.(*admissionregistrationv1.ValidatingAdmissionPolicy))
 		}),

@@ -44,7 +44,7 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 	}
 	if err := add(store.Spec{Resource: appsv1.Resource("deployments"), Singular: "deployment", ShortNames: []string{"deploy"},
 		Categories: []string{"all"}, NewFunc: func() runtime.Object { return &appsv1.Deployment{} },
-		NewList: func() runtime.Object { return &appsv1.DeploymentList{} }, Strategy: dep, Table: replicasTable(func(o runtime.Object) (int32, int32, int32) {
+		NewList: func() runtime.Object { return &appsv1.DeploymentList{} }, Strategy: dep, StatusMetadata: store.StatusResetsLabels, Table: replicasTable(func(o runtime.Object) (int32, int32, int32) {
 			d := o.(*appsv1.Deployment)
 			return deref(d.Spec.Replicas), d.Status.ReadyReplicas, d.Status.UpdatedReplicas
 		}, "Up-to-date")}, &deploymentScale); err != nil {

@@ -86,8 +86,9 @@ func setRequestor(ctx context.Context, obj runtime.Object) {
 	}
 }
 
-// statusStrategy is /status: spec and metadata stay (store.StatusStrategy), and so do the stored
-// Approved and Denied conditions — a signer reports Failed or the certificate, it does not approve.
+// statusStrategy is /status: the spec stays (store.StatusStrategy; metadata from the request, as
+// upstream's csrStatusStrategy), and so do the stored Approved and Denied conditions — a signer
+// reports Failed or the certificate, it does not approve.
 type statusStrategy struct{ store.StatusStrategy }
 
 func (s *statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {

@@ -18,8 +18,9 @@ import (
 // NewStorage returns the flowcontrol.apiserver.k8s.io/v1 endpoints keyed by resource path.
 func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	fs, fsStatus, err := store.New(getter, store.Spec{Resource: flowcontrolv1.Resource("flowschemas"), Singular: "flowschema",
-		NewFunc: func() runtime.Object { return &flowcontrolv1.FlowSchema{} },
-		NewList: func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
+		StatusMetadata: store.StatusKeepsStoredObjectMeta,
+		NewFunc:        func() runtime.Object { return &flowcontrolv1.FlowSchema{} },
+		NewList:        func() runtime.Object { return &flowcontrolv1.FlowSchemaList{} },
 		Strategy: store.NewStrategy(false, true, func(o runtime.Object) field.ErrorList {
 			return validation.FlowSchema(o.(*flowcontrolv1.FlowSchema))
 		}),
@@ -31,8 +32,9 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return nil, err
 	}
 	pl, plStatus, err := store.New(getter, store.Spec{Resource: flowcontrolv1.Resource("prioritylevelconfigurations"), Singular: "prioritylevelconfiguration",
-		NewFunc: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
-		NewList: func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
+		StatusMetadata: store.StatusKeepsStoredObjectMeta,
+		NewFunc:        func() runtime.Object { return &flowcontrolv1.PriorityLevelConfiguration{} },
+		NewList:        func() runtime.Object { return &flowcontrolv1.PriorityLevelConfigurationList{} },
 		Strategy: store.NewStrategy(false, true, func(o runtime.Object) field.ErrorList {
 			return validation.PriorityLevelConfiguration(o.(*flowcontrolv1.PriorityLevelConfiguration))
 		}),

@@ -24,13 +24,19 @@ import (
 // Core returns the core/v1 plain resources keyed by resource name.
 func Core(getter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	return build(getter, []store.Spec{
-		spec(corev1.Resource("configmaps"), "configmap", []string{"cm"}, func() runtime.Object { return &corev1.ConfigMap{} },
+		withUpdate(spec(corev1.Resource("configmaps"), "configmap", []string{"cm"}, func() runtime.Object { return &corev1.ConfigMap{} },
 			func() runtime.Object { return &corev1.ConfigMapList{} },
 			func(o runtime.Object) field.ErrorList { return validation.ConfigMap(o.(*corev1.ConfigMap)) }),
-		secrets(withFields(spec(corev1.Resource("secrets"), "secret", nil, func() runtime.Object { return &corev1.Secret{} },
+			func(o, old runtime.Object) field.ErrorList {
+				return validation.ConfigMapUpdate(o.(*corev1.ConfigMap), old.(*corev1.ConfigMap))
+			}),
+		secrets(withUpdate(withFields(spec(corev1.Resource("secrets"), "secret", nil, func() runtime.Object { return &corev1.Secret{} },
 			func() runtime.Object { return &corev1.SecretList{} },
 			func(o runtime.Object) field.ErrorList { return validation.Secret(o.(*corev1.Secret)) }),
-			func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} })),
+			func(o runtime.Object) fields.Set { return fields.Set{"type": string(o.(*corev1.Secret).Type)} }),
+			func(o, old runtime.Object) field.ErrorList {
+				return validation.SecretUpdate(o.(*corev1.Secret), old.(*corev1.Secret))
+			})),
 		spec(corev1.Resource("serviceaccounts"), "serviceaccount", []string{"sa"}, func() runtime.Object { return &corev1.ServiceAccount{} },
 			func() runtime.Object { return &corev1.ServiceAccountList{} },
 			func(o runtime.Object) field.ErrorList { return validation.ServiceAccount(o.(*corev1.ServiceAccount)) }),
@@ -103,6 +109,12 @@ func secrets(s store.Spec) store.Spec {
 	}
 	s.Strategy.PrepareCreateFn = merge
 	s.Strategy.PrepareUpdateFn = func(ctx context.Context, obj, _ runtime.Object) { merge(ctx, obj) }
+	return s
+}
+
+// withUpdate sets the update validation (create validation stays ValidateFn).
+func withUpdate(s store.Spec, v func(obj, old runtime.Object) field.ErrorList) store.Spec {
+	s.Strategy.ValidateUpdateFn = v
 	return s
 }
 

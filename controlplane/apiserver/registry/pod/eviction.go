@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,18 +31,23 @@ const MaxDisruptedPods = 2000
 // Pending or already terminating is always evicted; otherwise the one budget whose selector matches
 // the pod must allow a disruption (the eviction records the pod in status.disruptedPods and takes
 // one from status.disruptionsAllowed, so concurrent evictions cannot both pass) or the request gets
-// 429 TooManyRequests. More than one matching budget is a 500, as upstream.
+// 429 TooManyRequests. More than one matching budget is a 500, as upstream. Before the delete, the
+// pod gets the condition DisruptionTarget=True (reason EvictionByEvictionAPI, message "Eviction API:
+// evicting"), as upstream's, so that a Job's podFailurePolicy can tell an eviction from a failure.
 type EvictionREST struct {
 	pods *store.REST
+	// podStatus writes the DisruptionTarget condition.
+	podStatus rest.Updater
 	// pdbs lists budgets; pdbStatus updates their status.
 	pdbs      rest.Lister
 	pdbStatus rest.Updater
 }
 
-// NewEvictionREST returns pods/eviction over the pod store, the budget store (for listing) and the
-// budgets' /status endpoint (for the disruption bookkeeping).
-func NewEvictionREST(pods *store.REST, pdbs rest.Lister, pdbStatus rest.Updater) *EvictionREST {
-	return &EvictionREST{pods: pods, pdbs: pdbs, pdbStatus: pdbStatus}
+// NewEvictionREST returns pods/eviction over the pod store, the pods' /status endpoint (for the
+// DisruptionTarget condition), the budget store (for listing) and the budgets' /status endpoint (for
+// the disruption bookkeeping).
+func NewEvictionREST(pods *store.REST, podStatus rest.Updater, pdbs rest.Lister, pdbStatus rest.Updater) *EvictionREST {
+	return &EvictionREST{pods: pods, podStatus: podStatus, pdbs: pdbs, pdbStatus: pdbStatus}
 }
 
 var (
@@ -137,10 +143,53 @@ func (r *EvictionREST) Create(ctx context.Context, name string, obj runtime.Obje
 			delOpts.Preconditions.ResourceVersion = &rv
 		}
 	}
+	if !dryRun {
+		if err := r.markDisruptionTarget(ctx, name, delOpts); err != nil {
+			return nil, err
+		}
+	}
 	if _, _, err := r.pods.Delete(ctx, name, rest.ValidateAllObjectFunc, delOpts); err != nil {
 		return nil, err
 	}
 	return &metav1.Status{Status: metav1.StatusSuccess}, nil
+}
+
+// markDisruptionTarget sets DisruptionTarget=True on the stored pod name through /status, checking
+// the delete's preconditions (uid, resourceVersion) against it first (409 when they fail); a
+// resourceVersion precondition then moves to the updated pod's, as upstream's eviction does.
+func (r *EvictionREST) markDisruptionTarget(ctx context.Context, name string, delOpts *metav1.DeleteOptions) error {
+	pre := delOpts.Preconditions
+	latest := func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
+		pod := old.(*corev1.Pod).DeepCopy()
+		if pre != nil && pre.UID != nil && *pre.UID != "" && *pre.UID != pod.UID {
+			return nil, apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *pre.UID, pod.UID))
+		}
+		if pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != "" && *pre.ResourceVersion != pod.ResourceVersion {
+			return nil, apierrors.NewConflict(schema.GroupResource{Resource: "Pod"}, name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *pre.ResourceVersion, pod.ResourceVersion))
+		}
+		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.Now()}
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == cond.Type })
+		switch {
+		case i < 0:
+			pod.Status.Conditions = append(pod.Status.Conditions, cond)
+		case pod.Status.Conditions[i].Status == cond.Status:
+			cond.LastTransitionTime = pod.Status.Conditions[i].LastTransitionTime
+			fallthrough
+		default:
+			pod.Status.Conditions[i] = cond
+		}
+		return pod, nil
+	}
+	updated, _, err := r.podStatus.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, latest), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	if pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != "" {
+		rv := updated.(*corev1.Pod).ResourceVersion
+		pre.ResourceVersion = &rv
+	}
+	return nil
 }
 
 // budgetOf is the one PodDisruptionBudget in the pod's namespace whose selector matches its labels

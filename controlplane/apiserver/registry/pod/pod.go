@@ -58,15 +58,18 @@ func NewStorage(getter generic.RESTOptionsGetter, kubelets KubeletConnection, au
 	}
 	s.GracefulDeleteFn = checkGracefulDelete
 	main, status, err := store.New(getter, store.Spec{
-		Resource:   corev1.Resource("pods"),
-		Singular:   "pod",
-		ShortNames: []string{"po"},
-		Categories: []string{"all"},
-		NewFunc:    func() runtime.Object { return &corev1.Pod{} },
-		NewList:    func() runtime.Object { return &corev1.PodList{} },
-		Strategy:   s,
-		Fields:     Fields,
-		Table:      tableConvertor,
+		Resource: corev1.Resource("pods"),
+		// pods/status keeps the stored deletion timestamp and owner references, as upstream's
+		// podStatusStrategy.
+		StatusMetadata: store.StatusResetsOwnership,
+		Singular:       "pod",
+		ShortNames:     []string{"po"},
+		Categories:     []string{"all"},
+		NewFunc:        func() runtime.Object { return &corev1.Pod{} },
+		NewList:        func() runtime.Object { return &corev1.PodList{} },
+		Strategy:       s,
+		Fields:         Fields,
+		Table:          tableConvertor,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -157,12 +158,45 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 		q.Set("limitBytes", strconv.FormatInt(*o.LimitBytes, 10))
 	}
 	u.RawQuery = q.Encode()
-	return &genericrest.LocationStreamer{
+	return &logStreamer{&genericrest.LocationStreamer{
 		Location:        u,
 		Transport:       rt,
 		ContentType:     "text/plain",
 		Flush:           o.Follow,
 		ResponseChecker: genericrest.NewGenericHttpResponseChecker(corev1.Resource("pods/log"), name),
 		RedirectChecker: genericrest.PreventRedirects,
-	}, nil
+	}}, nil
+}
+
+// logStreamer is the kubelet's log answer as a stream (k8s.io/apiserver's LocationStreamer) whose reads
+// never return bytes together with io.EOF: the WebSocket form of pods/log (wsstream's messageCopy, used
+// by the API server's StreamObject) drops the bytes of such a read, so a kubelet answer with a
+// Content-Length would reach a WebSocket client empty. Plain HTTP clients see the same bytes either way.
+type logStreamer struct{ *genericrest.LocationStreamer }
+
+// InputStream opens the kubelet's answer (LocationStreamer.InputStream) and splits a final read.
+func (l *logStreamer) InputStream(ctx context.Context, apiVersion, acceptHeader string) (io.ReadCloser, bool, string, error) {
+	rc, flush, contentType, err := l.LocationStreamer.InputStream(ctx, apiVersion, acceptHeader)
+	if rc == nil || err != nil {
+		return rc, flush, contentType, err
+	}
+	return &eofAfterData{ReadCloser: rc}, flush, contentType, nil
+}
+
+// eofAfterData returns a read's bytes first and its io.EOF on the next read.
+type eofAfterData struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (e *eofAfterData) Read(p []byte) (int, error) {
+	if e.eof {
+		return 0, io.EOF
+	}
+	n, err := e.ReadCloser.Read(p)
+	if err == io.EOF && n > 0 {
+		e.eof = true
+		return n, nil
+	}
+	return n, err
 }

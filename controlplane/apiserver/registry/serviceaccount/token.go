@@ -27,13 +27,13 @@ const (
 
 // TokenREST creates tokens.
 type TokenREST struct {
-	serviceAccounts, pods rest.Getter
-	issuer                *satoken.Issuer
+	serviceAccounts, pods, nodes rest.Getter
+	issuer                       *satoken.Issuer
 }
 
-// NewTokenREST returns serviceaccounts/token over the service account and pod endpoints.
-func NewTokenREST(serviceAccounts, pods rest.Getter, issuer *satoken.Issuer) *TokenREST {
-	return &TokenREST{serviceAccounts: serviceAccounts, pods: pods, issuer: issuer}
+// NewTokenREST returns serviceaccounts/token over the service account, pod and node endpoints.
+func NewTokenREST(serviceAccounts, pods, nodes rest.Getter, issuer *satoken.Issuer) *TokenREST {
+	return &TokenREST{serviceAccounts: serviceAccounts, pods: pods, nodes: nodes, issuer: issuer}
 }
 
 var _ rest.NamedCreater = &TokenREST{}
@@ -91,7 +91,17 @@ func (r *TokenREST) Create(ctx context.Context, name string, obj runtime.Object,
 		if b.UID != "" && b.UID != pod.UID {
 			return nil, invalid(p.Child("uid"), b.UID, fmt.Sprintf("pod %s has uid %s", pod.Name, pod.UID))
 		}
-		bound = &satoken.BoundObject{Name: pod.Name, UID: pod.UID}
+		bound = &satoken.BoundObject{Name: pod.Name, UID: pod.UID, NodeName: pod.Spec.NodeName}
+		// The pod's node goes into the token too, as upstream's: by name only when it is not found.
+		if pod.Spec.NodeName != "" {
+			nodeObj, err := r.nodes.Get(ctx, pod.Spec.NodeName, &metav1.GetOptions{})
+			switch {
+			case err == nil:
+				bound.NodeUID = nodeObj.(*corev1.Node).UID
+			case !apierrors.IsNotFound(err):
+				return nil, apierrors.NewInternalError(err)
+			}
+		}
 	}
 	tok, expiry, err := r.issuer.Issue(sa.Namespace, sa.Name, sa.UID, bound, req.Spec.Audiences, time.Duration(exp)*time.Second)
 	if err != nil {

@@ -77,11 +77,12 @@ func NewStorage(getter generic.RESTOptionsGetter, cidr string) (map[string]rest.
 		return nil
 	}
 	main, status, err := store.New(getter, store.Spec{
-		Resource: resource,
-		Singular: "servicecidr",
-		NewFunc:  func() runtime.Object { return &networkingv1.ServiceCIDR{} },
-		NewList:  func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
-		Strategy: s,
+		Resource:       resource,
+		Singular:       "servicecidr",
+		StatusMetadata: store.StatusResetsObjectMeta,
+		NewFunc:        func() runtime.Object { return &networkingv1.ServiceCIDR{} },
+		NewList:        func() runtime.Object { return &networkingv1.ServiceCIDRList{} },
+		Strategy:       s,
 		StatusValidate: func(o, _ runtime.Object) field.ErrorList {
 			return metav1validation.ValidateConditions(o.(*networkingv1.ServiceCIDR).Status.Conditions, field.NewPath("status", "conditions"))
 		},

@@ -26,11 +26,12 @@ func NewStorage(getter generic.RESTOptionsGetter) (map[string]rest.Storage, erro
 		return validation.StorageVersionMigrationUpdate(o.(*svmv1.StorageVersionMigration), old.(*svmv1.StorageVersionMigration))
 	}
 	main, status, err := store.New(getter, store.Spec{
-		Resource: svmv1.Resource("storageversionmigrations"),
-		Singular: "storageversionmigration",
-		NewFunc:  func() runtime.Object { return &svmv1.StorageVersionMigration{} },
-		NewList:  func() runtime.Object { return &svmv1.StorageVersionMigrationList{} },
-		Strategy: s,
+		StatusMetadata: store.StatusResetsObjectMeta,
+		Resource:       svmv1.Resource("storageversionmigrations"),
+		Singular:       "storageversionmigration",
+		NewFunc:        func() runtime.Object { return &svmv1.StorageVersionMigration{} },
+		NewList:        func() runtime.Object { return &svmv1.StorageVersionMigrationList{} },
+		Strategy:       s,
 		StatusValidate: func(o, old runtime.Object) field.ErrorList {
 			return validation.StorageVersionMigrationStatus(o.(*svmv1.StorageVersionMigration), old.(*svmv1.StorageVersionMigration))
 		},

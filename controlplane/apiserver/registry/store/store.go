@@ -32,6 +32,9 @@ type Spec struct {
 	Strategy   *Strategy
 	// StatusValidate, when the strategy HasStatus, validates /status updates (optional).
 	StatusValidate func(obj, old runtime.Object) field.ErrorList
+	// StatusMetadata is what metadata a /status update may change (default: all but generation, as
+	// upstream's classic resources).
+	StatusMetadata StatusMetadata
 	// Fields returns the selectable fields beyond metadata.name/namespace (optional).
 	Fields func(obj runtime.Object) fields.Set
 	// Table renders `kubectl get` columns (optional; default NAME and CREATED AT).
@@ -107,7 +110,7 @@ func New(getter generic.RESTOptionsGetter, spec Spec) (*REST, *StatusREST, error
 	if !spec.Strategy.HasStatus {
 		return main, nil, nil
 	}
-	return main, Subresource(main, &StatusStrategy{Strategy: spec.Strategy, ValidateStatusFn: spec.StatusValidate}), nil
+	return main, Subresource(main, &StatusStrategy{Strategy: spec.Strategy, ValidateStatusFn: spec.StatusValidate, Metadata: spec.StatusMetadata}), nil
 }
 
 // Subresource returns a get/update endpoint over main's storage whose updates go through strategy

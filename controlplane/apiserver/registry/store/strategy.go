@@ -110,23 +110,58 @@ func (s *Strategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, 
 	return s.GracefulDeleteFn(ctx, obj, options)
 }
 
-// StatusStrategy is the /status subresource's update strategy: only status (and nothing in spec or
-// metadata but labels and annotations kept from the stored object) changes.
+// StatusMetadata says which metadata a /status update may change, as the resource's upstream status
+// strategy does (k8s.io/kubernetes pkg/registry/<group>/<resource>/strategy.go).
+type StatusMetadata int
+
+const (
+	// StatusKeepsRequestMetadata: the request's labels, annotations, finalizers and owner references
+	// are stored (upstream's classic resources: pods, services, nodes, namespaces, workloads, jobs,
+	// quotas, claims, disruption budgets, ingresses, CSRs); only spec and generation are kept.
+	StatusKeepsRequestMetadata StatusMetadata = iota
+	// StatusResetsLabels: as StatusKeepsRequestMetadata, but the stored labels are kept (Deployments).
+	StatusResetsLabels
+	// StatusResetsOwnership: as StatusKeepsRequestMetadata, but the stored deletion timestamp and owner
+	// references are kept (pods: old kubelets corrupted owner references through pods/status).
+	StatusResetsOwnership
+	// StatusResetsObjectMeta: metav1.ResetObjectMetaForStatus — labels, annotations, finalizers,
+	// owner references, deletion timestamp and generation are the stored ones (the newer APIs:
+	// ValidatingAdmissionPolicy, ServiceCIDR, StorageVersionMigration).
+	StatusResetsObjectMeta
+	// StatusKeepsStoredObjectMeta: the whole stored metadata is kept (flowcontrol).
+	StatusKeepsStoredObjectMeta
+)
+
+// StatusStrategy is the /status subresource's update strategy: status changes, spec never does, and
+// metadata as Metadata says.
 type StatusStrategy struct {
 	*Strategy
 	// ValidateStatusFn checks a status update (optional).
 	ValidateStatusFn func(obj, old runtime.Object) field.ErrorList
+	// Metadata is the metadata policy (default StatusKeepsRequestMetadata).
+	Metadata StatusMetadata
 }
 
-// PrepareForUpdate copies the stored spec and metadata labels/annotations onto the new object.
+// PrepareForUpdate copies the stored spec onto the new object, and the stored metadata as s.Metadata
+// says.
 func (s *StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	copyField(obj, old, "Spec")
 	nm, err1 := meta.Accessor(obj)
 	om, err2 := meta.Accessor(old)
-	if err1 == nil && err2 == nil {
+	if err1 != nil || err2 != nil {
+		return
+	}
+	nm.SetGeneration(om.GetGeneration())
+	switch s.Metadata {
+	case StatusResetsLabels:
 		nm.SetLabels(om.GetLabels())
-		nm.SetAnnotations(om.GetAnnotations())
-		nm.SetGeneration(om.GetGeneration())
+	case StatusResetsOwnership:
+		nm.SetDeletionTimestamp(om.GetDeletionTimestamp())
+		nm.SetOwnerReferences(om.GetOwnerReferences())
+	case StatusResetsObjectMeta:
+		metav1.ResetObjectMetaForStatus(nm, om)
+	case StatusKeepsStoredObjectMeta:
+		copyField(obj, old, "ObjectMeta")
 	}
 }
 

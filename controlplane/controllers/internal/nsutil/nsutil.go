@@ -26,8 +26,10 @@ func Active(lister corelisters.NamespaceLister, name string) (ns *v1.Namespace, 
 }
 
 // Gone reports whether a create in a namespace failed because the namespace is gone or terminating
-// (NamespaceLifecycle admission refuses creates there: NotFound, Forbidden, or the
-// NamespaceTerminating cause), which is no reason to retry.
+// (NamespaceLifecycle admission refuses creates there: NotFound, or Forbidden with the
+// NamespaceTerminating cause), which is no reason to retry. Any other Forbidden is not: an RBAC denial
+// (the controller's grants not yet reconciled while the server bootstraps) must be retried, as upstream's
+// controllers do.
 func Gone(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause)
+	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause)
 }
