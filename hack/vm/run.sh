@@ -229,13 +229,60 @@ five_answers() {
 	done
 	echo "$where: 5/5 ($(printf '%s\n' "${seen[@]}" | sort -u | tr '\n' ' '))"
 }
+# demo_endpoints: the demo Service's endpoints, "IP:ready:serving:NODE" each, sorted.
+demo_endpoints() {
+	k get endpointslices -l kubernetes.io/service-name=demo \
+		-o jsonpath='{range .items[*].endpoints[*]}{.addresses[0]}:{.conditions.ready}:{.conditions.serving}:{.nodeName}{"\n"}{end}' | sort
+}
+# demo_pods_ready: every demo pod is Running and Ready, and the EndpointSlices list each one ready.
+demo_pods_ready() {
+	local ips eps ip ready
+	ips=$(k get pods -l app.kubernetes.io/name=demo \
+		-o jsonpath='{range .items[*]}{.status.podIP}:{.status.containerStatuses[0].ready}{"\n"}{end}' | sort)
+	eps=$(demo_endpoints)
+	[ -n "$ips" ] || return 1
+	while IFS=: read -r ip ready; do
+		[ "$ready" = true ] && grep -q "^$ip:true:" <<<"$eps" || return 1
+	done <<<"$ips"
+}
+# service_diag: what decides a ClusterIP connection, per node, into $diag (kept after the run): the
+# EndpointSlices, the demo pods' probe transitions, the nat rules of the demo Service, REJECT rules, the
+# conntrack entries to the ClusterIP, the routes.
+diag=$repo/_output/vm/service-diag.txt
+service_diag() {
+	local cip=$1 n
+	mkdir -p "${diag%/*}"
+	{
+		echo "== endpoints (ip:ready:serving:node)"
+		demo_endpoints
+		k get pods -l app.kubernetes.io/name=demo -o wide
+		for n in "${names[@]}"; do
+			echo "== $n: probe transitions of the demo pods"
+			gssh "$n" "journalctl -u nodekit-agent -u nodekit-server --no-pager -o cat | grep 'probe result changed' | grep 'pod=default/demo' | tail -n 20"
+			echo "== $n: iptables-save (nat and filter rules of the demo Service, REJECT and DROP rules)"
+			gssh "$n" "iptables-save | grep -E 'default/demo|REJECT|DROP|^\*|MASQUERADE'"
+			echo "== $n: conntrack to $cip"
+			gssh "$n" "conntrack -L -d $cip 2>&1 | tail -n 20"
+			echo "== $n: routes"
+			gssh "$n" ip route
+		done
+	} >"$diag" 2>&1
+	echo "diagnostics in $diag"
+}
 check_service() {
 	local cip n rc=0
 	cip=$(k get svc demo -o jsonpath='{.spec.clusterIP}')
+	# From a settled state: every demo pod Ready and listed ready, as a client would wait for.
+	await "the demo pods Ready and their endpoints ready" demo_pods_ready || { demo_endpoints; return 1; }
+	echo "endpoints $(demo_endpoints | tr '\n' ' ')"
 	for n in "${names[@]}"; do
 		five_answers "$n" gssh "$n" curl -sS --max-time 10 "http://$cip/" || rc=1
 	done
 	five_answers "a pod on agent1" in_pod agent1 curl -sS --max-time 10 "http://$cip/" || rc=1
+	if [ $rc -ne 0 ]; then
+		echo "endpoints after: $(demo_endpoints | tr '\n' ' ')"
+		service_diag "$cip"
+	fi
 	return $rc
 }
 check_cgroup_limits() {
