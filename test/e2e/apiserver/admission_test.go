@@ -82,6 +82,24 @@ func webhookMux() *http.ServeMux {
 			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "test webhook refuses " + req.Name}
 		}
 	}))
+	// /attach refuses CONNECT pods/attach with stdin to container1 of a pod named deny-*, after checking
+	// what kube-apiserver sends for a connect subresource: resource pods, subresource attach, kind
+	// PodAttachOptions and the options as the object
+	mux.Handle("/attach", serve(func(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+		var opts corev1.PodAttachOptions
+		if err := json.Unmarshal(req.Object.Raw, &opts); err != nil || req.Operation != admissionv1.Connect ||
+			req.Resource != (metav1.GroupVersionResource{Version: "v1", Resource: "pods"}) || req.SubResource != "attach" ||
+			req.Kind != (metav1.GroupVersionKind{Version: "v1", Kind: "PodAttachOptions"}) || opts.Kind != "PodAttachOptions" {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusBadRequest, Message: fmt.Sprintf("unexpected review: operation %s resource %v subresource %q kind %v object %s (%v)",
+				req.Operation, req.Resource, req.SubResource, req.Kind, req.Object.Raw, err)}
+			return
+		}
+		if strings.HasPrefix(req.Name, "deny-") && opts.Stdin && opts.Container == "container1" {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "attaching to pod " + req.Name + " is not allowed"}
+		}
+	}))
 	mux.Handle("/mutate", serve(func(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
 		resp.Patch = []byte(`[{"op":"add","path":"/metadata/labels/mutated","value":"yes"}]`)
 		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
@@ -231,6 +249,40 @@ func TestDynamicAdmission(t *testing.T) {
 		}
 		if _, err := c.AppsV1().Deployments("svc").Create(ctx, admissionDeployment("web", 1), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("allowed deployment: %v", err)
+		}
+	})
+
+	t.Run("connect webhook", func(t *testing.T) {
+		// a validating webhook on CONNECT pods/attach sees the PodAttachOptions and refuses before the
+		// API server looks for the pod (none exists: an allowed attach is then 404)
+		testNamespace(ctx, t, c, "attach")
+		w := webhookFor("attach", srv.URL+"/attach", ca, admissionregistrationv1.Fail)
+		w.Name = "attach.nodekit.test"
+		w.Rules = []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Connect},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/attach"}},
+		}}
+		if _, err := vwcs.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "attach"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{w}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		attach := func(pod, container string) error {
+			return c.CoreV1().RESTClient().Post().Namespace("attach").Resource("pods").Name(pod).SubResource("attach").
+				Param("container", container).Param("stdin", "true").Param("stdout", "true").Do(ctx).Error()
+		}
+		var err error
+		if werr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			err = attach("deny-me", "container1")
+			return err != nil && strings.Contains(err.Error(), "attaching to pod deny-me is not allowed"), nil
+		}); werr != nil {
+			t.Fatalf("attach deny-me: want the webhook's refusal, last outcome %v", err)
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "attach.nodekit.test" denied the request`) {
+			t.Fatalf("attach deny-me: want 403 from the webhook, got %v", err)
+		}
+		// allowed by the webhook: the request goes on to the pod, which does not exist
+		if err := attach("deny-me", "container2"); !apierrors.IsNotFound(err) {
+			t.Fatalf("attach deny-me container2: want 404 (allowed, no such pod), got %v", err)
 		}
 	})
 

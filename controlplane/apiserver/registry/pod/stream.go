@@ -43,9 +43,6 @@ type streamREST struct {
 	authz    authorizer.Authorizer
 }
 
-// New returns an empty Pod (the subresources have no object of their own).
-func (r *streamREST) New() runtime.Object { return &corev1.Pod{} }
-
 // Destroy is a no-op.
 func (r *streamREST) Destroy() {}
 
@@ -133,6 +130,10 @@ func (r *streamREST) connectCommand(ctx context.Context, name, what, container s
 // ExecREST is pods/exec: a command run in a container, streamed through the kubelet's /exec.
 type ExecREST struct{ streamREST }
 
+// New returns an empty PodExecOptions: as kube-apiserver, the kind of pods/exec is its options, which admission
+// (CONNECT webhooks and policies) receives as the request's object.
+func (r *ExecREST) New() runtime.Object { return &corev1.PodExecOptions{} }
+
 var _ rest.Connecter = &ExecREST{}
 
 // NewConnectOptions returns PodExecOptions.
@@ -152,6 +153,10 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 
 // AttachREST is pods/attach: the streams of a container's main process, through the kubelet's /attach.
 type AttachREST struct{ streamREST }
+
+// New returns an empty PodAttachOptions: as kube-apiserver, the kind of pods/attach is its options, which admission
+// (CONNECT webhooks and policies) receives as the request's object.
+func (r *AttachREST) New() runtime.Object { return &corev1.PodAttachOptions{} }
 
 var _ rest.Connecter = &AttachREST{}
 
@@ -173,6 +178,10 @@ func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Obje
 // PortForwardREST is pods/portforward: connections to the pod's ports, through the kubelet's
 // /portForward (SPDY, portforward.k8s.io; the ports a client opens travel in its stream headers).
 type PortForwardREST struct{ streamREST }
+
+// New returns an empty PodPortForwardOptions: as kube-apiserver, the kind of pods/portforward is its options, which admission
+// (CONNECT webhooks and policies) receives as the request's object.
+func (r *PortForwardREST) New() runtime.Object { return &corev1.PodPortForwardOptions{} }
 
 var _ rest.Connecter = &PortForwardREST{}
 
