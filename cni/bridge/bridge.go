@@ -162,10 +162,23 @@ func setLoopbackUp() error {
 
 // DetachPod deletes the pod's veth pair (deleting the node end removes the pod end with it). A missing
 // veth, or a pod netns that no longer exists, is not an error: DEL must succeed repeatedly (CNI spec 1.1.0
-// §DEL).
+// §DEL). The kernel tears a removed netns down asynchronously and takes the pair with it, so the node end
+// can vanish between the lookup and the delete: ENODEV from the delete means the same as not found.
 func DetachPod(hostVeth string) error {
-	if err := ip.DelLinkByName(hostVeth); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
-		return fmt.Errorf("bridge: delete %s: %w", hostVeth, err)
+	link, err := netlinksafe.LinkByName(hostVeth)
+	if err != nil {
+		if _, notFound := err.(netlink.LinkNotFoundError); notFound {
+			return nil
+		}
+		return fmt.Errorf("bridge: look up %s: %w", hostVeth, err)
+	}
+	return deleteLink(link)
+}
+
+// deleteLink deletes link; a link that is already gone (ENODEV) is not an error.
+func deleteLink(link netlink.Link) error {
+	if err := netlink.LinkDel(link); err != nil && !errors.Is(err, syscall.ENODEV) {
+		return fmt.Errorf("bridge: delete %s: %w", link.Attrs().Name, err)
 	}
 	return nil
 }
