@@ -344,9 +344,11 @@ check_agent_restart() {
 check_journal() {
 	local lines starts
 	lines=$(gssh agent1 journalctl -u nodekit-agent --no-pager -o cat | wc -l)
-	# One invocation id per start of the unit: the first start and the restart above at least (the
-	# unit's processes, containerd and the shims included, log with their start's id).
-	starts=$(gssh agent1 journalctl -u nodekit-agent --no-pager -F _SYSTEMD_INVOCATION_ID | wc -l)
+	# One invocation id per start of the unit: the first start and the restart above at least. The
+	# ids are read from the unit's own entries (-F lists a field's values over the whole journal,
+	# whatever the matches, so it would count every unit's starts).
+	starts=$(gssh agent1 journalctl _SYSTEMD_UNIT=nodekit-agent.service --no-pager -o export |
+		grep -a '^_SYSTEMD_INVOCATION_ID=' | sort -u | wc -l)
 	echo "journalctl -u nodekit-agent: $lines lines from $starts starts of the unit"
 	[ "$lines" -gt 0 ] && [ "$starts" -ge 2 ]
 }

@@ -200,7 +200,15 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 			data, sig = cm.Data[bootstrapapi.KubeConfigKey], cm.Data[sigKey]
 			return true, nil
 		case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-			return false, fmt.Errorf("--server %s: the server does not publish %s/%s to anonymous clients: %v", c.Server, metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, err)
+			// A server still bootstrapping answers so until it has published cluster-info and reconciled
+			// the anonymous grant to read it (kubeadm's discovery retries these too); one that never
+			// does fails with this error at DiscoveryTimeout.
+			err = fmt.Errorf("the server does not publish %s/%s to anonymous clients: %v", metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, err)
+			if lastErr == nil || lastErr.Error() != err.Error() {
+				log.Warn("discovery: waiting for the server to publish cluster-info", "err", err)
+			}
+			lastErr = err
+			return false, nil
 		default:
 			if lastErr == nil || lastErr.Error() != err.Error() {
 				log.Warn("discovery: server not answering yet", "err", err)
@@ -213,6 +221,8 @@ func discoverCA(ctx context.Context, c Config, log *slog.Logger) (*trustedCA, er
 		switch {
 		case lastErr != nil && wait.Interrupted(err) && strings.Contains(lastErr.Error(), "no signature for token id"):
 			return nil, fmt.Errorf("--token: %v after %s: the token is unknown or expired (or the server runs no bootstrap signer)", lastErr, c.DiscoveryTimeout)
+		case lastErr != nil && wait.Interrupted(err) && strings.Contains(lastErr.Error(), "does not publish"):
+			return nil, fmt.Errorf("--server %s: %v (for %s)", c.Server, lastErr, c.DiscoveryTimeout)
 		case lastErr != nil && wait.Interrupted(err):
 			return nil, fmt.Errorf("--server %s: unreachable for %s: %w", c.Server, c.DiscoveryTimeout, lastErr)
 		}

@@ -83,6 +83,9 @@ type fakeAPI struct {
 	approve   bool
 	unsigned  bool // cluster-info carries no JWS for goodToken
 	denyToken bool // the token is refused (401) although cluster-info is signed with it
+	// forbidden is how many cluster-info reads are refused (403) before it is served, as by a server
+	// still reconciling the anonymous grant; -1 refuses them all.
+	forbidden int
 
 	mu   sync.Mutex
 	auth []string // "<method> <path> <Authorization>"
@@ -106,6 +109,19 @@ func (f *fakeAPI) start() *httptest.Server {
 	return srv
 }
 
+// refuseClusterInfo reports whether this cluster-info read is refused, counting down forbidden.
+func (f *fakeAPI) refuseClusterInfo() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.forbidden == 0 {
+		return false
+	}
+	if f.forbidden > 0 {
+		f.forbidden--
+	}
+	return true
+}
+
 func (f *fakeAPI) requests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,6 +140,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	const csrPath = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 	switch {
+	case r.URL.Path == "/api/v1/namespaces/kube-public/configmaps/cluster-info" && f.refuseClusterInfo():
+		writeJSON(w, 403, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure",
+			Reason: metav1.StatusReasonForbidden, Code: 403,
+			Message: `configmaps "cluster-info" is forbidden: User "system:anonymous" cannot get resource "configmaps" in API group "" in the namespace "kube-public"`})
 	case r.URL.Path == "/api/v1/namespaces/kube-public/configmaps/cluster-info":
 		kc := clientcmdapi.NewConfig()
 		kc.Clusters[""] = &clientcmdapi.Cluster{Server: "https://" + r.Host, CertificateAuthorityData: f.published}
@@ -359,6 +379,42 @@ func TestJoinErrors(t *testing.T) {
 				t.Errorf("kubeconfig written: %v", err)
 			}
 		})
+	}
+}
+
+// TestJoinWhileServerBootstraps: cluster-info refused (403) while the server still reconciles its RBAC
+// grants is retried, and the join completes once it is served; a server that never publishes it is named
+// at DiscoveryTimeout, and nothing is written.
+func TestJoinWhileServerBootstraps(t *testing.T) {
+	ca := newCA(t, "nodekit-ca")
+	f := &fakeAPI{t: t, ca: ca, published: ca.pem, approve: true, forbidden: 2}
+	cfg := joinCfg(t, f.start().URL, ca)
+	if err := Join(context.Background(), cfg); err != nil {
+		t.Fatalf("join with cluster-info refused twice first: %v", err)
+	}
+	n := 0
+	for _, r := range f.requests() {
+		if strings.Contains(r, "/cluster-info ") {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("cluster-info read %d times, want 3 (two refused, then served)", n)
+	}
+	if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+		t.Errorf("kubeconfig: %v", err)
+	}
+
+	never := &fakeAPI{t: t, ca: ca, published: ca.pem, approve: true, forbidden: -1}
+	cfg = joinCfg(t, never.start().URL, ca)
+	cfg.DiscoveryTimeout = 3 * time.Second
+	err := Join(context.Background(), cfg)
+	want := "the server does not publish kube-public/cluster-info to anonymous clients"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(for 3s)") {
+		t.Fatalf("err = %v, want %q after 3s", err, want)
+	}
+	if _, err := os.Stat(cfg.Kubeconfig); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig written: %v", err)
 	}
 }
 
