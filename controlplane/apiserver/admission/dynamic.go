@@ -53,15 +53,10 @@ type Dynamic struct {
 // --enable-aggregator-routing), verified against the webhook's caBundle for the name
 // <service>.<namespace>.svc, and with no client credentials (no webhook kubeconfig).
 func (d Dynamic) initializers() (admission.PluginInitializers, error) {
-	slices, err := proxy.NewEndpointSliceIndexerGetter(d.Informers.Discovery().V1().EndpointSlices())
+	resolver, err := NewServiceResolver(d.Informers, d.Loopback)
 	if err != nil {
 		return nil, err
 	}
-	host, err := url.Parse(d.Loopback.Host)
-	if err != nil {
-		return nil, fmt.Errorf("admission: loopback host: %w", err)
-	}
-	resolver := &endpointResolver{services: d.Informers.Core().V1().Services().Lister(), slices: slices, loopback: host}
 	generic := initializer.New(d.Client, d.Dynamic, d.Informers, d.Authorizer, utilfeature.DefaultFeatureGate,
 		d.EffectiveVersion, d.Stop, d.RESTMapper)
 	webhooks := webhookinit.NewPluginInitializer(
@@ -98,6 +93,24 @@ func (excluded) Initialize(p admission.Interface) {
 			{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 		})
 	}
+}
+
+// NewServiceResolver returns the resolver that webhooks with clientConfig.service are called through:
+// admission webhooks and CRD conversion webhooks alike. It resolves a Service port to one of its ready
+// endpoints (its EndpointSlices, pod IP and target port), not to its ClusterIP: the API server does not
+// run the service proxy, so a ClusterIP leads nowhere from it (kube-apiserver's
+// --enable-aggregator-routing); the `kubernetes` Service in `default` resolves to the API server itself
+// (loopback's host). informers must be started for it to answer; an unparseable loopback host is an error.
+func NewServiceResolver(informers informers.SharedInformerFactory, loopback *rest.Config) (webhook.ServiceResolver, error) {
+	slices, err := proxy.NewEndpointSliceIndexerGetter(informers.Discovery().V1().EndpointSlices())
+	if err != nil {
+		return nil, err
+	}
+	host, err := url.Parse(loopback.Host)
+	if err != nil {
+		return nil, fmt.Errorf("admission: loopback host: %w", err)
+	}
+	return &endpointResolver{services: informers.Core().V1().Services().Lister(), slices: slices, loopback: host}, nil
 }
 
 // endpointResolver resolves a webhook's service to one of its ready endpoints (its EndpointSlices), and

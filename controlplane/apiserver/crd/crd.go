@@ -16,7 +16,6 @@ package crd
 import (
 	"fmt"
 	"maps"
-	"net/url"
 
 	"go.opentelemetry.io/otel/trace/noop"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -32,9 +31,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	storagevalue "k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/util/notfoundhandler"
-	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/webhook"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/kube-openapi/pkg/common"
 )
 
@@ -53,8 +50,9 @@ type Options struct {
 	Definitions common.GetOpenAPIDefinitions
 	// Scheme names the top server's types in OpenAPI (with the apiextensions scheme).
 	Scheme *runtime.Scheme
-	// Services resolves a conversion webhook's Service to its ClusterIP (CRD spec.conversion.webhook).
-	Services corelisters.ServiceLister
+	// Resolver resolves a conversion webhook's Service (CRD spec.conversion.webhook.clientConfig.service)
+	// to the address it is called on; the admission webhooks' resolver (admission.NewServiceResolver).
+	Resolver webhook.ServiceResolver
 }
 
 // Server is the apiextensions server, the top server's delegate.
@@ -69,8 +67,8 @@ type Server struct {
 // schema, API approval, finalizer, discovery, OpenAPI) as its post-start hooks, which the top server
 // runs. Unknown paths fall through to a 404 (503 until every route is installed), as in kube-apiserver.
 func New(o Options) (*Server, error) {
-	if o.Generic.LoopbackClientConfig == nil || o.Services == nil || o.Definitions == nil || o.Scheme == nil {
-		return nil, fmt.Errorf("apiextensions: the loopback client config, the Service lister, the OpenAPI definitions and the scheme are required")
+	if o.Generic.LoopbackClientConfig == nil || o.Resolver == nil || o.Definitions == nil || o.Scheme == nil {
+		return nil, fmt.Errorf("apiextensions: the loopback client config, the service resolver, the OpenAPI definitions and the scheme are required")
 	}
 	generic := o.Generic // shallow copy: authn, authz, admission, serving and the lifecycle signals are shared
 	generic.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
@@ -99,7 +97,7 @@ func New(o Options) (*Server, error) {
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
 			CRDRESTOptionsGetter: apiextensionsoptions.NewCRDRESTOptionsGetter(*genericoptions.NewEtcdOptions(&o.Storage), o.Transformers, nil),
 			MasterCount:          1,
-			ServiceResolver:      serviceResolver{o.Services},
+			ServiceResolver:      o.Resolver,
 			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noop.NewTracerProvider()),
 		},
 	}
@@ -114,10 +112,3 @@ func New(o Options) (*Server, error) {
 // Delegate is what the top server is built on (genericapiserver's delegation target): requests its
 // own routes do not serve go on to the apiextensions server.
 func (s *Server) Delegate() genericapiserver.DelegationTarget { return s.ext.GenericAPIServer }
-
-// serviceResolver finds a conversion webhook's Service, as kube-apiserver's does.
-type serviceResolver struct{ services corelisters.ServiceLister }
-
-func (r serviceResolver) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
-	return proxy.ResolveCluster(r.services, namespace, name, port)
-}

@@ -333,9 +333,13 @@ func build(opts Options, ln net.Listener, pkiDir string, certs *certSet, service
 	// one aggregated discovery document (/apis as apidiscovery.k8s.io/v2) for both servers, as in
 	// kube-apiserver: the apiextensions server adds each CRD's group version to it
 	cfg.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
+	webhookServices, err := admission.NewServiceResolver(rbacInformers, cfg.LoopbackClientConfig)
+	if err != nil {
+		return nil, nil, err
+	}
 	crds, err := crd.New(crd.Options{
 		Generic: *cfg, Storage: *storageConfig(etcdStore), Transformers: transformers, Definitions: openapi.GetOpenAPIDefinitions, Scheme: scheme.Scheme,
-		Services: rbacInformers.Core().V1().Services().Lister(),
+		Resolver: webhookServices,
 	})
 	if err != nil {
 		return nil, nil, err

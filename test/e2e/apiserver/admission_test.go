@@ -42,6 +42,11 @@ func testWebhook(t *testing.T) (*httptest.Server, []byte) {
 // serviceWebhook serves webhookMux over HTTPS on 127.0.0.1 with a certificate for
 // <service>.<namespace>.svc from a fresh CA, and returns the server and that CA.
 func serviceWebhook(t *testing.T, service, namespace string) (*httptest.Server, []byte) {
+	return serviceHandler(t, service, namespace, webhookMux())
+}
+
+// serviceHandler serves h as serviceWebhook serves webhookMux.
+func serviceHandler(t *testing.T, service, namespace string, h http.Handler) (*httptest.Server, []byte) {
 	ca, err := pki.LoadOrCreateCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +59,7 @@ func serviceWebhook(t *testing.T, service, namespace string) (*httptest.Server, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(webhookMux())
+	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -189,6 +194,28 @@ func testNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, na
 // stored; a policy refuses replicas 6 with its message; a MutatingAdmissionPolicy's ApplyConfiguration
 // and JSONPatch mutations are stored on CREATE (and are in discovery); invalid configurations are 422 with the field
 // path; anonymous and unprivileged users get 403.
+// localService creates the Service namespace/name (port 443, "https", with a ClusterIP that nothing
+// routes here) and its EndpointSlice, whose one ready endpoint is srv on 127.0.0.1; it returns the Service.
+func localService(ctx context.Context, t *testing.T, c kubernetes.Interface, namespace, name string, srv *httptest.Server) *corev1.Service {
+	t.Helper()
+	port := int32(srv.Listener.Addr().(*net.TCPAddr).Port)
+	svc, err := c.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(port)}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices(namespace).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 func TestDynamicAdmission(t *testing.T) {
 	s := fw.Start(t, fw.Options{})
 	c := s.Client
@@ -223,20 +250,7 @@ func TestDynamicAdmission(t *testing.T) {
 		// and verifies the certificate for hook.svc.svc against caBundle
 		testNamespace(ctx, t, c, "svc")
 		hook, hookCA := serviceWebhook(t, "hook", "svc")
-		port := int32(hook.Listener.Addr().(*net.TCPAddr).Port)
-		if _, err := c.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(port)}}}},
-			metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.DiscoveryV1().EndpointSlices("svc").Create(ctx, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: "hook-1", Labels: map[string]string{discoveryv1.LabelServiceName: "hook"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port)}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		localService(ctx, t, c, "svc", "hook", hook)
 		w := webhookFor("svc", "", hookCA, admissionregistrationv1.Fail)
 		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{CABundle: hookCA,
 			Service: &admissionregistrationv1.ServiceReference{Namespace: "svc", Name: "hook", Path: ptr.To("/validate")}}
